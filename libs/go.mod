@@ -3,6 +3,8 @@ module svc.dev/libs
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
+	connectrpc.com/otelconnect v0.10.0
 	github.com/exaring/otelpgx v0.13.0
 	github.com/gorilla/mux v1.8.1
 	github.com/jackc/pgx/v5 v5.12.0

@@ -72,6 +72,21 @@ func (r *Reader) Secret(name string, minLen int) string {
 	return v
 }
 
+// OneOf returns the variable when it is one of allowed, or def.
+func (r *Reader) OneOf(name, def string, allowed ...string) string {
+	v, ok := r.raw(name)
+	if !ok {
+		return def
+	}
+	for _, a := range allowed {
+		if v == a {
+			return v
+		}
+	}
+	r.fail(name, v, "want one of "+strings.Join(allowed, ", "))
+	return def
+}
+
 // Int returns an integer in [lo, hi] or def.
 func (r *Reader) Int(name string, def, lo, hi int) int {
 	v, ok := r.raw(name)

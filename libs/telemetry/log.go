@@ -26,7 +26,7 @@ func RequestID(ctx context.Context) string {
 
 // NewLogger returns a JSON logger for service whose records carry request and trace ids
 // taken from the context passed to the *Context logging methods.
-func NewLogger(w io.Writer, service string, level slog.Level) *slog.Logger {
+func NewLogger(w io.Writer, service string, level slog.Leveler) *slog.Logger {
 	h := slog.NewJSONHandler(w, &slog.HandlerOptions{Level: level})
 	return slog.New(contextHandler{Handler: h}).With("service", service)
 }

@@ -15,7 +15,9 @@ import (
 func WriteJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(v) // the client went away; nothing left to tell it
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false) // bodies are read by programs, not pasted into HTML
+	_ = enc.Encode(v)        // the client went away; nothing left to tell it
 }
 
 // WriteError writes err as a public error. Causes of 5xx errors are logged, never sent.

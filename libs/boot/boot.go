@@ -1,0 +1,206 @@
+// Package boot is the start-up every service shares: the common settings, telemetry, the
+// Postgres pool migrated into the service's schema, Redis, the identity signer, the /health
+// and /ready endpoints, the guarded /api prefix, and a server that drains on SIGTERM. Each
+// service's composition root calls it and then adds its own routes and RPCs.
+package boot
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
+	"connectrpc.com/otelconnect"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+
+	"svc.dev/libs/buildinfo"
+	"svc.dev/libs/env"
+	"svc.dev/libs/internalauth"
+	"svc.dev/libs/pgdb"
+	"svc.dev/libs/redisx"
+	"svc.dev/libs/telemetry"
+	"svc.dev/libs/web"
+)
+
+// Needs says which stores a service uses.
+type Needs struct {
+	Postgres bool
+	Redis    bool
+}
+
+// Config holds the settings every service reads.
+type Config struct {
+	DatabaseURL    string
+	RedisURL       string
+	RedisPrefix    string
+	InternalSecret string
+	LogLevel       slog.Level
+	Drain          time.Duration
+}
+
+// ReadConfig reads the common settings; failures are collected in r.
+func ReadConfig(r *env.Reader, needs Needs) Config {
+	c := Config{
+		InternalSecret: r.Secret("SVC_INTERNAL_SECRET", 32),
+		Drain:          r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
+		RedisPrefix:    r.String("SVC_REDIS_PREFIX", "svc:"),
+	}
+	if needs.Postgres {
+		c.DatabaseURL = r.URL("SVC_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "postgres", "postgresql")
+	}
+	if needs.Redis {
+		c.RedisURL = r.URL("SVC_REDIS_URL", "redis://127.0.0.1:6379/0", "redis", "rediss")
+	}
+	c.LogLevel, _ = telemetry.ParseLevel(r.OneOf("SVC_LOG_LEVEL", "info", "debug", "info", "warn", "error"))
+	return c
+}
+
+// Spec is what a service brings to Start.
+type Spec struct {
+	// Name is the service's name in logs, spans and pg_stat_activity.
+	Name string
+	// Schema and Migrations are the service's own Postgres schema and its embedded goose files.
+	Schema     string
+	Migrations fs.FS
+	Needs      Needs
+}
+
+// Base is a started service's shared infrastructure.
+type Base struct {
+	Name   string
+	Log    *slog.Logger
+	Tel    telemetry.Telemetry
+	Pool   *pgxpool.Pool
+	Redis  *redis.Client
+	Keys   redisx.Keys
+	Signer internalauth.Signer
+	Checks map[string]web.Check
+	drain  time.Duration
+}
+
+// Start builds telemetry, opens and migrates Postgres and opens Redis as spec asks.
+func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Base, err error) {
+	signer, err := internalauth.NewSigner(cfg.InternalSecret)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_INTERNAL_SECRET: %w", err)
+	}
+	tel, err := telemetry.New(ctx, spec.Name, buildinfo.Version())
+	if err != nil {
+		return nil, err
+	}
+	b = &Base{Name: spec.Name, Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}, drain: cfg.Drain}
+	defer func() {
+		if err != nil {
+			b.Close()
+		}
+	}()
+	if spec.Needs.Postgres {
+		b.Pool, err = pgdb.Open(ctx, pgdb.Config{URL: cfg.DatabaseURL, Schema: spec.Schema, Service: spec.Name, Tracer: tel.Tracer})
+		if err != nil {
+			return nil, fmt.Errorf("postgres: %w", err)
+		}
+		if err := pgdb.Migrate(ctx, b.Pool, spec.Schema, spec.Migrations, log); err != nil {
+			return nil, err
+		}
+		b.Checks["postgres"] = pgdb.Check(b.Pool)
+	}
+	if spec.Needs.Redis {
+		b.Redis, err = redisx.Open(cfg.RedisURL, tel.Tracer)
+		if err != nil {
+			return nil, err
+		}
+		b.Keys = redisx.NewKeys(cfg.RedisPrefix)
+		b.Checks["redis"] = redisx.Check(b.Redis)
+	}
+	return b, nil
+}
+
+// Routes is what a service serves behind the shared endpoints.
+type Routes struct {
+	// API serves /api/...; every path is guarded (signed identity required) except those
+	// starting with one of OpenPrefixes.
+	API          http.Handler
+	OpenPrefixes []string
+	// RPC maps Connect path prefixes ("/identity.v1.IdentityService/") to their handlers;
+	// every RPC requires a signed caller.
+	RPC map[string]http.Handler
+}
+
+// Handler assembles the service's whole HTTP surface: /health and /ready open, RPCs and
+// guarded /api paths behind the identity check, everything else a JSON 404.
+func (b *Base) Handler(routes Routes) http.Handler {
+	mux := web.NewRouter()
+	mux.Handle("/health", web.Health(buildinfo.Version())).Methods(http.MethodGet, http.MethodHead)
+	mux.Handle("/ready", web.Ready(2*time.Second, b.Checks)).Methods(http.MethodGet, http.MethodHead)
+	require := b.Signer.Require(time.Now)
+	for prefix, h := range routes.RPC {
+		mux.PathPrefix(prefix).Handler(require(h))
+	}
+	api := routes.API
+	if api == nil {
+		api = http.HandlerFunc(web.NotFound)
+	}
+	guarded := require(api)
+	mux.PathPrefix("/api/").Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for _, p := range routes.OpenPrefixes {
+			if r.URL.Path == strings.TrimSuffix(p, "/") || strings.HasPrefix(r.URL.Path, p) {
+				api.ServeHTTP(w, r)
+				return
+			}
+		}
+		guarded.ServeHTTP(w, r)
+	}))
+	return web.Chain(mux, web.Standard(b.Log, b.Tel, b.Name)...)
+}
+
+// Serve listens on addr and serves h until ctx is done, then drains.
+func (b *Base) Serve(ctx context.Context, addr string, h http.Handler) error {
+	srv, err := web.Listen(addr, h, b.Log, b.drain)
+	if err != nil {
+		return err
+	}
+	b.Log.InfoContext(ctx, "listening", "addr", srv.Addr(), "version", buildinfo.Version())
+	return srv.Serve(ctx)
+}
+
+// Close releases pools and flushes spans.
+func (b *Base) Close() {
+	if b.Pool != nil {
+		b.Pool.Close()
+	}
+	if b.Redis != nil {
+		_ = b.Redis.Close()
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := b.Tel.Shutdown(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		b.Log.Warn("flush spans", "err", err)
+	}
+}
+
+// RPCInterceptors are the Connect interceptors of every internal API: a span per call that
+// continues the caller's trace (callers are other services of this system, so their trace
+// context is trusted).
+func (b *Base) RPCInterceptors() []connect.Interceptor {
+	return RPCInterceptors(b.Tel)
+}
+
+// RPCInterceptors builds the tracing interceptor for tel, for servers and clients alike.
+func RPCInterceptors(tel telemetry.Telemetry) []connect.Interceptor {
+	ic, err := otelconnect.NewInterceptor(
+		otelconnect.WithTracerProvider(tel.Tracer),
+		otelconnect.WithPropagator(tel.Propagator),
+		otelconnect.WithTrustRemote(),
+		otelconnect.WithoutMetrics(),
+	)
+	if err != nil {
+		panic(fmt.Sprintf("otelconnect: %v", err)) // only fails on bad options, a programmer error
+	}
+	return []connect.Interceptor{ic}
+}

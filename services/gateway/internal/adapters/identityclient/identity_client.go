@@ -1,0 +1,66 @@
+// Package identityclient is the gateway's outbound adapter for identity.v1: it calls Resolve
+// over Connect and converts the answer into the guard's Resolution.
+package identityclient
+
+import (
+	"context"
+	"fmt"
+
+	"connectrpc.com/connect"
+
+	"svc.dev/libs/errs"
+	"svc.dev/libs/internalauth"
+	identityv1 "svc.dev/proto/gen/identity/v1"
+	"svc.dev/proto/gen/identity/v1/identityv1connect"
+	"svc.dev/services/gateway/internal/app"
+)
+
+// ConnectIdentityClient implements app.Resolver against the identity service.
+type ConnectIdentityClient struct {
+	client identityv1connect.IdentityServiceClient
+}
+
+// New returns a client calling baseURL through httpClient (which signs, traces and breaks).
+func New(httpClient connect.HTTPClient, baseURL string, opts ...connect.ClientOption) *ConnectIdentityClient {
+	if httpClient == nil {
+		panic("nil http client")
+	}
+	return &ConnectIdentityClient{client: identityv1connect.NewIdentityServiceClient(httpClient, baseURL, opts...)}
+}
+
+// Resolve asks identity who the credentials belong to.
+func (c *ConnectIdentityClient) Resolve(ctx context.Context, cr app.Credentials) (app.Resolution, error) {
+	resp, err := c.client.Resolve(ctx, connect.NewRequest(toResolveRequest(cr)))
+	if err != nil {
+		return app.Resolution{}, fmt.Errorf("resolve: %w", err)
+	}
+	return toResolution(resp.Msg), nil
+}
+
+func toResolveRequest(c app.Credentials) *identityv1.ResolveRequest {
+	return &identityv1.ResolveRequest{Authorization: c.Authorization, Cookie: c.Cookie, ApiKey: c.APIKey, ClientIp: c.ClientIP}
+}
+
+// toResolution converts identity's answer. Any rejection code the gateway does not know is
+// treated as unauthorized, and an answer with neither member as a rejection: fail closed.
+func toResolution(m *identityv1.ResolveResponse) app.Resolution {
+	if id := m.GetIdentity(); id != nil && id.GetOrganizationId() != "" {
+		mode := internalauth.ModeSession
+		if id.GetAuthMode() == identityv1.AuthMode_AUTH_MODE_API_KEY {
+			mode = internalauth.ModeAPIKey
+		}
+		return app.Resolution{Identity: internalauth.Identity{
+			UserID:         id.GetUser().GetId(),
+			Email:          id.GetUser().GetEmail(),
+			OrganizationID: id.GetOrganizationId(),
+			AuthMode:       mode,
+			APIKeyID:       id.GetApiKeyId(),
+		}}
+	}
+	r := m.GetRejection()
+	code := errs.Unauthorized
+	if r != nil && r.GetCode() == string(errs.NoActiveOrganization) {
+		code = errs.NoActiveOrganization
+	}
+	return app.Resolution{Rejection: code, Message: r.GetMessage()}
+}

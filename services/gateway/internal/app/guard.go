@@ -1,0 +1,37 @@
+// Package app holds the gateway's use of its peers: the port through which the guard turns
+// client credentials into an identity.
+package app
+
+import (
+	"context"
+
+	"svc.dev/libs/errs"
+	"svc.dev/libs/internalauth"
+)
+
+// Credentials is the raw material a client presented; the gateway does not interpret it.
+type Credentials struct {
+	Authorization string
+	Cookie        string
+	APIKey        string
+	ClientIP      string
+}
+
+// Present reports whether the client sent any credential at all.
+func (c Credentials) Present() bool {
+	return c.Authorization != "" || c.Cookie != "" || c.APIKey != ""
+}
+
+// Resolution is the answer for one set of credentials: an identity, or the public code
+// (unauthorized, no_active_organization) it was rejected with.
+type Resolution struct {
+	Identity  internalauth.Identity
+	Rejection errs.Code
+	Message   string
+}
+
+// Resolver is the identity service as the guard needs it. An error means identity could not
+// answer; the guard then fails closed.
+type Resolver interface {
+	Resolve(ctx context.Context, c Credentials) (Resolution, error)
+}

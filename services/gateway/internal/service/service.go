@@ -1,0 +1,125 @@
+// Package service is the gateway's composition root: settings, peers, the guard and the
+// public server.
+package service
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"time"
+
+	"connectrpc.com/connect"
+
+	"svc.dev/libs/boot"
+	"svc.dev/libs/env"
+	"svc.dev/libs/httpclient"
+	"svc.dev/libs/web"
+	"svc.dev/services/gateway/internal/adapters/identityclient"
+	httpport "svc.dev/services/gateway/internal/ports/http"
+)
+
+// Name is the service's name in logs and spans.
+const Name = "gateway"
+
+func needs() boot.Needs { return boot.Needs{Redis: true} }
+
+// Config is every setting the gateway reads.
+type Config struct {
+	PublicAddr string
+	// AdminAddr serves /health and /ready for probes, apart from the public surface, where
+	// every path but the seed's open ones needs credentials.
+	AdminAddr string
+	// Peers maps each service to its base URL.
+	Peers map[httpport.Peer]string
+	Base  boot.Config
+}
+
+// LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
+func LoadConfig(lookup env.LookupFunc) (Config, error) {
+	r := env.New(lookup)
+	cfg := Config{
+		PublicAddr: r.Addr("SVC_PUBLIC_ADDR", ":8080"),
+		AdminAddr:  r.Addr("SVC_GATEWAY_ADMIN_ADDR", ":8090"),
+		Peers: map[httpport.Peer]string{
+			httpport.Identity:     r.URL("SVC_IDENTITY_URL", "http://127.0.0.1:8081", "http", "https"),
+			httpport.Editor:       r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
+			httpport.Orchestrator: r.URL("SVC_ORCHESTRATOR_URL", "http://127.0.0.1:8083", "http", "https"),
+			httpport.Scheduler:    r.URL("SVC_SCHEDULER_URL", "http://127.0.0.1:8084", "http", "https"),
+			httpport.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
+		},
+		Base: boot.ReadConfig(r, needs()),
+	}
+	return cfg, r.Err()
+}
+
+// Application is a started gateway.
+type Application struct {
+	base      *boot.Base
+	addr      string
+	adminAddr string
+	handler   http.Handler
+	admin     http.Handler
+}
+
+// NewApplication builds the peers' clients and the public handler.
+func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Application, error) {
+	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Needs: needs()}, log)
+	if err != nil {
+		return nil, err
+	}
+	upstreams := map[httpport.Peer]httpport.Upstream{}
+	clients := map[httpport.Peer]*httpclient.Client{}
+	for peer, raw := range cfg.Peers {
+		u, _ := url.Parse(raw) // validated by LoadConfig
+		c := httpclient.New(httpclient.Config{
+			Peer: string(peer), BaseURL: raw, Signer: base.Signer, Telemetry: base.Tel,
+			// Forwarded requests carry the client's identity or, on open routes, none.
+			Service: "",
+		})
+		clients[peer] = c
+		upstreams[peer] = httpport.Upstream{URL: u, Transport: c.Transport()}
+	}
+	// Resolve calls are signed as the gateway itself: they happen before any identity exists.
+	resolveHTTP := httpclient.New(httpclient.Config{
+		Peer: "identity-rpc", BaseURL: cfg.Peers[httpport.Identity], Signer: base.Signer,
+		Telemetry: base.Tel, Service: Name, Timeout: 5 * time.Second,
+	})
+	resolver := identityclient.New(resolveHTTP.HTTP(), resolveHTTP.BaseURL(), connect.WithInterceptors(base.RPCInterceptors()...))
+	gw := httpport.NewGateway(log, resolver, upstreams)
+
+	// The gateway's own /ready: Redis (token buckets) and identity (the guard).
+	base.Checks["identity"] = func(ctx context.Context) error {
+		return clients[httpport.Identity].Do(ctx, http.MethodGet, "/health", nil, nil)
+	}
+	return &Application{
+		base:      base,
+		addr:      cfg.PublicAddr,
+		adminAddr: cfg.AdminAddr,
+		handler:   web.Chain(gw, web.Standard(log, base.Tel, Name)...),
+		admin:     base.Handler(boot.Routes{}),
+	}, nil
+}
+
+// Handler is the whole public surface, for tests that serve it themselves.
+func (a *Application) Handler() http.Handler { return a.handler }
+
+// AdminHandler serves /health and /ready, for tests that serve it themselves.
+func (a *Application) AdminHandler() http.Handler { return a.admin }
+
+// Run serves the public and the admin surface until ctx is done, then drains both. If either
+// server fails, both stop.
+func (a *Application) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, 2)
+	go func() { errc <- a.base.Serve(ctx, a.adminAddr, a.admin) }()
+	go func() { errc <- a.base.Serve(ctx, a.addr, a.handler) }()
+	first := <-errc
+	cancel()
+	return errors.Join(first, <-errc)
+}
+
+// Close releases the stores.
+func (a *Application) Close() { a.base.Close() }

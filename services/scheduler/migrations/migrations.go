@@ -1,0 +1,10 @@
+// Package migrations holds scheduler's goose migrations for its own schema, scheduler. They are
+// embedded in the binary and applied at start-up under an advisory lock.
+package migrations
+
+import "embed"
+
+// FS is the set of migration files.
+//
+//go:embed *.sql
+var FS embed.FS //nolint:gochecknoglobals // go:embed needs a package-level variable
