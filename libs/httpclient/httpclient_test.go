@@ -47,7 +47,7 @@ func TestClient(t *testing.T) {
 		t.Cleanup(srv.Close)
 		b.client = httpclient.New(httpclient.Config{
 			Peer: "editor", BaseURL: srv.URL, Service: "scheduler", Signer: signer,
-			Telemetry: telemetry.NewWithProvider(sdktrace.NewTracerProvider()),
+			Telemetry:      telemetry.NewWithProvider(sdktrace.NewTracerProvider()),
 			FailuresToOpen: 3, OpenFor: time.Hour,
 		})
 		return b

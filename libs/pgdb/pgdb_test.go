@@ -17,7 +17,7 @@ import (
 // migrations that fail if applied twice: a plain CREATE TABLE, and an insert we can count.
 func migrations() fstest.MapFS {
 	return fstest.MapFS{
-		"0001_first.sql": {Data: []byte("-- +goose Up\nCREATE TABLE applied (n int NOT NULL);\nINSERT INTO applied VALUES (1);\n-- +goose Down\nDROP TABLE applied;\n")},
+		"0001_first.sql":  {Data: []byte("-- +goose Up\nCREATE TABLE applied (n int NOT NULL);\nINSERT INTO applied VALUES (1);\n-- +goose Down\nDROP TABLE applied;\n")},
 		"0002_second.sql": {Data: []byte("-- +goose Up\nCREATE TABLE second (id text PRIMARY KEY);\nINSERT INTO applied VALUES (2);\n-- +goose Down\nDROP TABLE second;\n")},
 	}
 }
