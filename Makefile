@@ -1,0 +1,59 @@
+# Every target loops over the modules of go.work (go has no single command that spans a
+# workspace), so adding a module to go.work is all it takes to have it built, tested and linted.
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+MODULES     := $(shell go list -m -f '{{.Path}}')
+MODULE_DIRS := $(shell go list -m -f '{{.Dir}}')
+ALL_PKGS    := $(addsuffix /...,$(MODULES))
+NON_E2E     := $(filter-out svc.dev/e2e/...,$(ALL_PKGS))
+GOTESTSUM   := go tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --hide-summary=skipped
+TESTFLAGS   ?=
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_\/-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: run
+run: ## build and run the whole system on this machine (Ctrl-C stops it)
+	go run ./tools/devstack
+
+.PHONY: test
+test: test/unit test/integration ## everything: unit, integration (real Postgres and Redis), e2e
+
+.PHONY: test/unit
+test/unit: ## fast tests only (-short: nothing that needs Postgres, Redis or the built system)
+	$(GOTESTSUM) -- -short -count=1 $(NON_E2E) $(TESTFLAGS)
+
+.PHONY: test/integration
+test/integration: ## all tests against real Postgres and Redis, e2e included
+	$(GOTESTSUM) -- -count=1 -p 2 $(ALL_PKGS) $(TESTFLAGS)
+
+.PHONY: e2e
+e2e: ## black-box tests of the whole system through the gateway
+	$(GOTESTSUM) -- -count=1 svc.dev/e2e/... $(TESTFLAGS)
+
+.PHONY: bench
+bench: ## benchmark scenarios; results are appended to bench/RESULTS.md
+	go run ./tools/bench
+
+.PHONY: generate
+generate: ## regenerate the Connect/protobuf code under proto/gen
+	proto/generate.sh
+
+.PHONY: verify
+verify: ## fail when committed generated code is stale or files are not gofmt'ed
+	proto/check-generated.sh
+	@out=$$(gofmt -l $(MODULE_DIRS)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+
+.PHONY: lint
+lint: ## gofmt, go vet and golangci-lint over every module
+	@out=$$(gofmt -l $(MODULE_DIRS)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	go vet $(ALL_PKGS)
+	go tool golangci-lint run $(ALL_PKGS)
+
+.PHONY: tidy
+tidy: ## go mod tidy in every module (and the proto tools' own modfile)
+	@for d in $(MODULE_DIRS); do echo "tidy $$d"; (cd $$d && go mod tidy); done
+	cd proto && GOWORK=off go mod tidy -modfile=tools.mod

@@ -1,0 +1,348 @@
+// Package harness starts the real system for black-box tests: every service built from this
+// checkout and run as its own process on random ports, against a fresh database of the test
+// Postgres and a fresh key prefix of the test Redis. Tests speak HTTP to the gateway only
+// (and, where a test is about a service's own guard, straight to that service).
+package harness
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"svc.dev/libs/testkit"
+)
+
+// The services, backends first: the gateway starts last.
+var services = []Service{Identity, Editor, Orchestrator, Scheduler, Webhook, Gateway} //nolint:gochecknoglobals // fixed list
+
+// Service names a service binary.
+type Service string
+
+// The services of the system.
+const (
+	Gateway      Service = "gateway"
+	Identity     Service = "identity"
+	Editor       Service = "workflow-editor"
+	Orchestrator Service = "run-orchestrator"
+	Scheduler    Service = "scheduler"
+	Webhook      Service = "webhook-ingress"
+)
+
+// addrVar and urlVar are the settings that place a service and tell peers where it is.
+func (s Service) addrVar() string { return "SVC_" + s.key() + "_ADDR" }
+func (s Service) urlVar() string  { return "SVC_" + s.key() + "_URL" }
+
+func (s Service) key() string {
+	switch s {
+	case Gateway:
+		return "PUBLIC"
+	case Editor:
+		return "EDITOR"
+	case Orchestrator:
+		return "ORCHESTRATOR"
+	case Webhook:
+		return "WEBHOOK"
+	default:
+		return strings.ToUpper(string(s))
+	}
+}
+
+// build holds the binaries, built once per test process.
+type build struct {
+	once sync.Once
+	dir  string
+	err  error
+}
+
+var binaries build //nolint:gochecknoglobals // test infrastructure: one build per test binary
+
+// Binary returns the path of a service binary built from this checkout.
+func Binary(tb testing.TB, s Service) string {
+	tb.Helper()
+	binaries.once.Do(func() {
+		binaries.dir, binaries.err = buildAll()
+	})
+	if binaries.err != nil {
+		tb.Fatalf("harness: build: %v", binaries.err)
+	}
+	return filepath.Join(binaries.dir, string(s))
+}
+
+// Cleanup removes the built binaries; TestMain calls it after the tests.
+func Cleanup() {
+	if binaries.dir != "" {
+		_ = os.RemoveAll(binaries.dir)
+	}
+}
+
+func buildAll() (string, error) {
+	root, err := repoRoot()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "svc-e2e-bin-")
+	if err != nil {
+		return "", err
+	}
+	args := []string{"build", "-o", dir + "/"}
+	for _, s := range services {
+		args = append(args, fmt.Sprintf("svc.dev/services/%s/cmd/%s", s, s))
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = root
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build: %w\n%s", err, out)
+	}
+	return dir, nil
+}
+
+func repoRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOWORK").Output()
+	if err != nil {
+		return "", fmt.Errorf("go env GOWORK: %w", err)
+	}
+	w := strings.TrimSpace(string(out))
+	if w == "" || w == "off" {
+		return "", fmt.Errorf("e2e tests run in the workspace (go.work not found)")
+	}
+	return filepath.Dir(w), nil
+}
+
+// Options adjust one system.
+type Options struct {
+	// Env is added to every service's environment.
+	Env map[string]string
+	// ServiceEnv is added to one service's environment, after Env.
+	ServiceEnv map[Service]map[string]string
+}
+
+// System is a running system.
+type System struct {
+	// BaseURL is the gateway's public address; AdminURL its probe address.
+	BaseURL  string
+	AdminURL string
+	// URLs are the services' own addresses.
+	URLs map[Service]string
+	// Secret is the internal signing secret the services share.
+	Secret string
+	// DatabaseURL is the system's own database.
+	DatabaseURL string
+	// RedisPrefix is the system's own Redis key prefix.
+	RedisPrefix string
+	env         map[string]string
+	opts        Options
+}
+
+// Start runs every service for this test and stops them when it ends.
+func Start(t *testing.T, opts Options) *System {
+	t.Helper()
+	s := &System{
+		URLs:        map[Service]string{},
+		Secret:      randomHex(32),
+		DatabaseURL: testkit.NewDatabase(t),
+		RedisPrefix: testkit.Name("e2e") + ":",
+		opts:        opts,
+	}
+	redisURL := testkit.RedisURL(t)
+	s.env = map[string]string{
+		"SVC_DATABASE_URL":    s.DatabaseURL,
+		"SVC_REDIS_URL":       redisURL,
+		"SVC_REDIS_PREFIX":    s.RedisPrefix,
+		"SVC_INTERNAL_SECRET": s.Secret,
+		"SVC_LOG_LEVEL":       "debug",
+	}
+	for _, svc := range services {
+		addr := freeAddr(t)
+		s.env[svc.addrVar()] = addr
+		s.URLs[svc] = "http://" + addr
+		if svc != Gateway {
+			s.env[svc.urlVar()] = "http://" + addr
+		}
+	}
+	admin := freeAddr(t)
+	s.env["SVC_GATEWAY_ADMIN_ADDR"] = admin
+	s.AdminURL = "http://" + admin
+	s.BaseURL = s.URLs[Gateway]
+	for k, v := range opts.Env {
+		s.env[k] = v
+	}
+	for _, svc := range services {
+		s.Run(t, svc, nil)
+	}
+	return s
+}
+
+// Run starts one more process of svc (on its configured address unless extra moves it),
+// waits until it answers /health, and stops it when the test ends.
+func (s *System) Run(t *testing.T, svc Service, extra map[string]string) *Process {
+	t.Helper()
+	env := os.Environ()
+	for k, v := range s.env {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range s.opts.ServiceEnv[svc] {
+		env = append(env, k+"="+v)
+	}
+	for k, v := range extra {
+		env = append(env, k+"="+v)
+	}
+	p := StartProcess(t, svc, env)
+	base := s.URLs[svc]
+	if svc == Gateway {
+		base = s.AdminURL
+	}
+	if a, ok := extra[svc.addrVar()]; ok {
+		base = "http://" + a
+	}
+	p.WaitHealthy(t, base, 30*time.Second)
+	return p
+}
+
+// Env returns the environment the system gives its services.
+func (s *System) Env() map[string]string {
+	out := make(map[string]string, len(s.env))
+	for k, v := range s.env {
+		out[k] = v
+	}
+	return out
+}
+
+// Process is one running service binary.
+type Process struct {
+	Name Service
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+	err  error
+}
+
+// StartProcess runs svc's binary with env; output is kept and shown if the test fails.
+func StartProcess(t *testing.T, svc Service, env []string) *Process {
+	t.Helper()
+	p := &Process{Name: svc, out: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd = exec.Command(Binary(t, svc))
+	p.cmd.Env = env
+	p.cmd.Stdout = p.out
+	p.cmd.Stderr = p.out
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("harness: start %s: %v", svc, err)
+	}
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop(t)
+		if t.Failed() {
+			t.Logf("--- %s output ---\n%s", svc, p.out.String())
+		}
+	})
+	return p
+}
+
+// WaitHealthy polls base/health until it answers 200 or the process dies or time runs out.
+func (p *Process) WaitHealthy(t *testing.T, base string, within time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(within)
+	client := &http.Client{Timeout: time.Second}
+	for time.Now().Before(deadline) {
+		select {
+		case <-p.done:
+			t.Fatalf("harness: %s exited before it was healthy: %v\n%s", p.Name, p.err, p.out.String())
+		default:
+		}
+		resp, err := client.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return
+			}
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	t.Fatalf("harness: %s not healthy at %s within %s\n%s", p.Name, base, within, p.out.String())
+}
+
+// Stop sends SIGTERM and waits for a clean exit, killing the process after 10 s.
+func (p *Process) Stop(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.done
+		t.Errorf("harness: %s did not stop within 10 s of SIGTERM", p.Name)
+	}
+}
+
+// Output is everything the process printed so far.
+func (p *Process) Output() string { return p.out.String() }
+
+// Exited reports whether the process has ended, and how.
+func (p *Process) Exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatalf("harness: free port: %v", err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// Context returns a context bounded by the test's deadline or a minute.
+func Context(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}

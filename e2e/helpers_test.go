@@ -1,0 +1,52 @@
+package e2e
+
+import (
+	"net"
+	"net/url"
+	"os"
+	"strings"
+	"testing"
+)
+
+// environ is the test's environment without settings that would point a service elsewhere.
+func environ() []string {
+	var out []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "SVC_") && !strings.HasPrefix(kv, "OTEL_") {
+			out = append(out, kv)
+		}
+	}
+	return out
+}
+
+func listenAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func hostPort(t *testing.T, raw string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.Port() == "" {
+		return u.Hostname() + ":5432"
+	}
+	return u.Host
+}
+
+func replaceHost(t *testing.T, raw, hostport string) string {
+	t.Helper()
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = hostport
+	return u.String()
+}
