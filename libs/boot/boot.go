@@ -16,6 +16,7 @@ import (
 
 	"connectrpc.com/connect"
 	"connectrpc.com/otelconnect"
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
@@ -109,9 +110,12 @@ func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Bas
 			return nil, err
 		}
 		b.Checks["postgres"] = pgdb.Check(b.Pool)
+		if err := otelpgx.RecordStats(b.Pool, otelpgx.WithStatsMeterProvider(tel.Meter)); err != nil {
+			return nil, fmt.Errorf("pool metrics: %w", err)
+		}
 	}
 	if spec.Needs.Redis {
-		b.Redis, err = redisx.Open(cfg.RedisURL, tel.Tracer)
+		b.Redis, err = redisx.Open(cfg.RedisURL, tel.Tracer, tel.Meter)
 		if err != nil {
 			return nil, err
 		}
@@ -138,6 +142,7 @@ func (b *Base) Handler(routes Routes) http.Handler {
 	mux := web.NewRouter()
 	mux.Handle("/health", web.Health(buildinfo.Version())).Methods(http.MethodGet, http.MethodHead)
 	mux.Handle("/ready", web.Ready(2*time.Second, b.Checks)).Methods(http.MethodGet, http.MethodHead)
+	mux.Handle("/metrics", b.Tel.Metrics).Methods(http.MethodGet)
 	require := b.Signer.Require(time.Now)
 	for prefix, h := range routes.RPC {
 		mux.PathPrefix(prefix).Handler(require(h))
@@ -196,8 +201,8 @@ func RPCInterceptors(tel telemetry.Telemetry) []connect.Interceptor {
 	ic, err := otelconnect.NewInterceptor(
 		otelconnect.WithTracerProvider(tel.Tracer),
 		otelconnect.WithPropagator(tel.Propagator),
+		otelconnect.WithMeterProvider(tel.Meter),
 		otelconnect.WithTrustRemote(),
-		otelconnect.WithoutMetrics(),
 	)
 	if err != nil {
 		panic(fmt.Sprintf("otelconnect: %v", err)) // only fails on bad options, a programmer error

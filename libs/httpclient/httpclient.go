@@ -78,6 +78,7 @@ func New(cfg Config) *Client {
 	signed := internalauth.Transport{Signer: cfg.Signer, Service: cfg.Service, Base: base, Now: time.Now}
 	traced := otelhttp.NewTransport(signed,
 		otelhttp.WithTracerProvider(cfg.Telemetry.Tracer),
+		otelhttp.WithMeterProvider(cfg.Telemetry.Meter),
 		otelhttp.WithPropagators(cfg.Telemetry.Propagator),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 			return cfg.Peer + " " + r.Method + " " + r.URL.Path

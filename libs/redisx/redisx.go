@@ -11,12 +11,14 @@ import (
 
 	"github.com/redis/go-redis/extra/redisotel/v9"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 )
 
 // Open returns a client for url ("redis://host:port/db"). It does not wait for Redis to
 // answer: services keep serving without it and say so on /ready.
-func Open(url string, tp trace.TracerProvider) (*redis.Client, error) {
+// tp and mp may be nil (tests): the client is then not instrumented.
+func Open(url string, tp trace.TracerProvider, mp metric.MeterProvider) (*redis.Client, error) {
 	opts, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse redis url: %w", errors.New("malformed SVC_REDIS_URL"))
@@ -24,6 +26,11 @@ func Open(url string, tp trace.TracerProvider) (*redis.Client, error) {
 	c := redis.NewClient(opts)
 	if tp != nil {
 		if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tp)); err != nil {
+			return nil, fmt.Errorf("instrument redis: %w", err)
+		}
+	}
+	if mp != nil {
+		if err := redisotel.InstrumentMetrics(c, redisotel.WithMeterProvider(mp)); err != nil {
 			return nil, fmt.Errorf("instrument redis: %w", err)
 		}
 	}

@@ -4,7 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
@@ -19,8 +26,11 @@ import (
 // test process without sharing a provider.
 type Telemetry struct {
 	Tracer     trace.TracerProvider
+	Meter      metric.MeterProvider
 	Propagator propagation.TextMapPropagator
-	shutdown   func(context.Context) error
+	// Metrics serves the service's metrics in the Prometheus text format (GET /metrics).
+	Metrics  http.Handler
+	shutdown func(context.Context) error
 }
 
 // Shutdown flushes and stops the exporter.
@@ -54,11 +64,33 @@ func New(ctx context.Context, service, version string) (Telemetry, error) {
 		opts = append(opts, sdktrace.WithBatcher(exp))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
-	return Telemetry{Tracer: tp, Propagator: Propagator(), shutdown: tp.Shutdown}, nil
+	mp, metrics, err := newMeter(res)
+	if err != nil {
+		return Telemetry{}, err
+	}
+	return Telemetry{Tracer: tp, Meter: mp, Propagator: Propagator(), Metrics: metrics,
+		shutdown: func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }}, nil
 }
 
-// NewWithProvider wraps a provider built elsewhere, such as one with an in-memory exporter in
-// a test.
+// newMeter builds a meter provider whose readings are pulled by a Prometheus scrape of the
+// returned handler. The registry is the service's own, not the process-global default.
+func newMeter(res *resource.Resource) (*sdkmetric.MeterProvider, http.Handler, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
+	if err != nil {
+		return nil, nil, fmt.Errorf("prometheus exporter: %w", err)
+	}
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp))
+	return mp, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+}
+
+// NewWithProvider wraps a tracer provider built elsewhere, such as one with an in-memory
+// exporter in a test; metrics are kept but not exported.
 func NewWithProvider(tp *sdktrace.TracerProvider) Telemetry {
-	return Telemetry{Tracer: tp, Propagator: Propagator(), shutdown: tp.Shutdown}
+	mp, metrics, err := newMeter(resource.Empty())
+	if err != nil {
+		panic(err) // only fails on bad options, a programmer error
+	}
+	return Telemetry{Tracer: tp, Meter: mp, Propagator: Propagator(), Metrics: metrics,
+		shutdown: func(ctx context.Context) error { return errors.Join(tp.Shutdown(ctx), mp.Shutdown(ctx)) }}
 }

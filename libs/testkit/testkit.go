@@ -135,7 +135,7 @@ func NewSchema(tb testing.TB, migrations fs.FS) *pgxpool.Pool {
 func NewRedis(tb testing.TB) (*redis.Client, redisx.Keys) {
 	tb.Helper()
 	u := RedisURL(tb)
-	c, err := redisx.Open(u, nil)
+	c, err := redisx.Open(u, nil, nil)
 	if err != nil {
 		tb.Fatalf("testkit: %v", err)
 	}

@@ -106,6 +106,7 @@ func Trace(tel telemetry.Telemetry, operation string) Middleware {
 	return func(next http.Handler) http.Handler {
 		return otelhttp.NewHandler(next, operation,
 			otelhttp.WithTracerProvider(tel.Tracer),
+			otelhttp.WithMeterProvider(tel.Meter),
 			otelhttp.WithPropagators(tel.Propagator),
 			otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
 				if route := mux.CurrentRoute(r); route != nil {
