@@ -23,3 +23,24 @@ func NewRouter() *mux.Router {
 func NotFound(w http.ResponseWriter, _ *http.Request) {
 	WriteJSON(w, http.StatusNotFound, errs.New(errs.NotFound, nil).Body())
 }
+
+// Routes lists a router's routes as "METHOD /path/{template}", one per method, for tests
+// that hold a router to the OpenAPI document.
+func Routes(r *mux.Router) []string {
+	var out []string
+	_ = r.Walk(func(route *mux.Route, _ *mux.Router, _ []*mux.Route) error {
+		tpl, err := route.GetPathTemplate()
+		if err != nil {
+			return nil //nolint:nilerr // a route without a path (a matcher-only subrouter) lists nothing
+		}
+		methods, err := route.GetMethods()
+		if err != nil {
+			methods = []string{"ANY"}
+		}
+		for _, m := range methods {
+			out = append(out, m+" "+tpl)
+		}
+		return nil
+	})
+	return out
+}

@@ -4,7 +4,23 @@ go 1.26.0
 
 require (
 	github.com/gorilla/mux v1.8.1
+	github.com/stretchr/testify v1.12.1
 	svc.dev/libs v0.0.0
+)
+
+require (
+	connectrpc.com/connect v1.21.1 // indirect
+	connectrpc.com/otelconnect v0.10.0 // indirect
+	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
+	github.com/prometheus/client_golang v1.24.1 // indirect
+	github.com/prometheus/client_model v0.6.3 // indirect
+	github.com/prometheus/common v0.72.0 // indirect
+	github.com/prometheus/otlptranslator v1.0.0 // indirect
+	github.com/prometheus/procfs v0.22.0 // indirect
+	go.opentelemetry.io/otel/exporters/prometheus v0.69.0 // indirect
+	go.opentelemetry.io/otel/sdk/metric v1.47.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )
 
 require (
@@ -47,6 +63,9 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261005182115-fad411399dd8 // indirect
 	google.golang.org/grpc v1.84.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
+	svc.dev/proto v0.0.0
 )
 
 replace svc.dev/libs => ../../libs
+
+replace svc.dev/proto => ../../proto
