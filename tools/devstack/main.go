@@ -24,6 +24,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -173,6 +174,12 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 				s.name, s.addrEnv, eps.addr[s.name], perr, s.addrEnv)
 		}
 	}
+	if slices.ContainsFunc(selected, func(s service) bool { return s.name == "gateway" }) {
+		if perr := checkPortFree(eps.gatewayAdmin); perr != nil {
+			return fmt.Errorf("gateway cannot listen on %s=%s: %w (set %s to move it)",
+				envGatewayAdminAddr, eps.gatewayAdmin, perr, envGatewayAdminAddr)
+		}
+	}
 	// Where devstack probes each service, and the URL humans get; derived now so that an
 	// address with no fixed port fails before anything starts.
 	probeURL := map[string]string{}
@@ -317,6 +324,9 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 
 	if len(front) > 0 {
 		say("svc is up: %s", publicURL)
+		if probes, perr := baseURL(eps.gatewayAdmin); perr == nil {
+			say("gateway probes and metrics: %s/ready, %s/metrics", probes, probes)
+		}
 	} else {
 		say("services are up (no gateway started): %s", serviceNames(selected))
 	}

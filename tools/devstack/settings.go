@@ -16,6 +16,11 @@ const (
 	envRedisURL       = "SVC_REDIS_URL"
 	envInternalSecret = "SVC_INTERNAL_SECRET"
 
+	// envGatewayAdminAddr places the gateway's probe listener (/health, /ready, /metrics),
+	// kept apart from its public one, where every path but the open ones needs credentials.
+	envGatewayAdminAddr     = "SVC_GATEWAY_ADMIN_ADDR"
+	defaultGatewayAdminAddr = ":8090"
+
 	// minSecretLen matches what the services demand of the HMAC key, so a short secret stops
 	// devstack with one clear message instead of six services failing at once.
 	minSecretLen = 32
@@ -94,6 +99,8 @@ func envMap(environ []string) map[string]string {
 type endpoints struct {
 	addr map[string]string // service name → listen address
 	vars map[string]string // every *_ADDR and *_URL variable → value
+	// gatewayAdmin is where the gateway serves its probes.
+	gatewayAdmin string
 }
 
 // resolveEndpoints fills in every *_ADDR and *_URL setting. Each child gets all of them, even
@@ -124,6 +131,16 @@ func resolveEndpoints(env map[string]string) (endpoints, error) {
 		}
 		e.vars[s.urlEnv] = u
 	}
+	// The gateway's second listener, for probes (/health, /ready, /metrics).
+	admin := defaultGatewayAdminAddr
+	if v, ok := env[envGatewayAdminAddr]; ok {
+		admin = v
+	}
+	if _, _, err := net.SplitHostPort(admin); err != nil {
+		return endpoints{}, fmt.Errorf("%s=%q is not host:port: %w", envGatewayAdminAddr, admin, err)
+	}
+	e.gatewayAdmin = admin
+	e.vars[envGatewayAdminAddr] = admin
 	return e, nil
 }
 

@@ -61,18 +61,20 @@ func TestResolveEndpoints(t *testing.T) {
 		t.Parallel()
 		e, err := resolveEndpoints(map[string]string{})
 		require.NoError(t, err)
+		require.Equal(t, ":8090", e.gatewayAdmin)
 		require.Equal(t, map[string]string{
-			"SVC_PUBLIC_ADDR":       ":8080",
-			"SVC_IDENTITY_ADDR":     ":8081",
-			"SVC_EDITOR_ADDR":       ":8082",
-			"SVC_ORCHESTRATOR_ADDR": ":8083",
-			"SVC_SCHEDULER_ADDR":    ":8084",
-			"SVC_WEBHOOK_ADDR":      ":8085",
-			"SVC_IDENTITY_URL":      "http://127.0.0.1:8081",
-			"SVC_EDITOR_URL":        "http://127.0.0.1:8082",
-			"SVC_ORCHESTRATOR_URL":  "http://127.0.0.1:8083",
-			"SVC_SCHEDULER_URL":     "http://127.0.0.1:8084",
-			"SVC_WEBHOOK_URL":       "http://127.0.0.1:8085",
+			"SVC_PUBLIC_ADDR":        ":8080",
+			"SVC_GATEWAY_ADMIN_ADDR": ":8090",
+			"SVC_IDENTITY_ADDR":      ":8081",
+			"SVC_EDITOR_ADDR":        ":8082",
+			"SVC_ORCHESTRATOR_ADDR":  ":8083",
+			"SVC_SCHEDULER_ADDR":     ":8084",
+			"SVC_WEBHOOK_ADDR":       ":8085",
+			"SVC_IDENTITY_URL":       "http://127.0.0.1:8081",
+			"SVC_EDITOR_URL":         "http://127.0.0.1:8082",
+			"SVC_ORCHESTRATOR_URL":   "http://127.0.0.1:8083",
+			"SVC_SCHEDULER_URL":      "http://127.0.0.1:8084",
+			"SVC_WEBHOOK_URL":        "http://127.0.0.1:8085",
 		}, e.vars)
 		require.Equal(t, ":8080", e.addr["gateway"])
 	})
