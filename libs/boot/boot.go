@@ -128,7 +128,8 @@ func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Bas
 // Routes is what a service serves behind the shared endpoints.
 type Routes struct {
 	// API serves /api/...; every path is guarded (signed identity required) except those
-	// starting with one of OpenPrefixes.
+	// OpenPrefixes lets through: a prefix ending in "/" opens every path below it, any other
+	// opens exactly that path.
 	API          http.Handler
 	OpenPrefixes []string
 	// RPC maps Connect path prefixes ("/identity.v1.IdentityService/") to their handlers;
@@ -154,7 +155,8 @@ func (b *Base) Handler(routes Routes) http.Handler {
 	guarded := require(api)
 	mux.PathPrefix("/api/").Handler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for _, p := range routes.OpenPrefixes {
-			if r.URL.Path == strings.TrimSuffix(p, "/") || strings.HasPrefix(r.URL.Path, p) {
+			// "/api/auth/" opens everything below it; "/api/bootstrap" only itself.
+			if r.URL.Path == p || (strings.HasSuffix(p, "/") && strings.HasPrefix(r.URL.Path, p)) {
 				api.ServeHTTP(w, r)
 				return
 			}
