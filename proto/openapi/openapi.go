@@ -34,7 +34,7 @@ var methods = []string{"get", "put", "post", "delete", "options", "head", "patch
 // Operations lists every operation of the document, sorted by path then method.
 func Operations() ([]Operation, error) {
 	var doc struct {
-		Security []map[string][]string            `yaml:"security"`
+		Security []map[string][]string           `yaml:"security"`
 		Paths    map[string]map[string]yaml.Node `yaml:"paths"`
 	}
 	if err := yaml.Unmarshal(document, &doc); err != nil {
@@ -48,7 +48,7 @@ func Operations() ([]Operation, error) {
 				continue
 			}
 			var op struct {
-				Service  string                `yaml:"x-service"`
+				Service  string                 `yaml:"x-service"`
 				Security *[]map[string][]string `yaml:"security"`
 			}
 			if err := node.Decode(&op); err != nil {
