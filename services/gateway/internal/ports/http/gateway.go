@@ -62,6 +62,12 @@ func (g *Gateway) newProxy(peer Peer, up Upstream) *httputil.ReverseProxy {
 			pr.SetXForwarded()
 			pr.Out.Host = pr.In.Host
 		},
+		// The gateway already put the request id on the response; the service echoes the same
+		// id, and keeping both would send the header twice.
+		ModifyResponse: func(resp *http.Response) error {
+			resp.Header.Del(web.RequestIDHeader)
+			return nil
+		},
 		Transport:     up.Transport,
 		FlushInterval: -1, // stream answers (log follows) as they are written
 		ErrorLog:      slog.NewLogLogger(g.log.Handler(), slog.LevelWarn),
