@@ -41,21 +41,30 @@ func toResolveRequest(c app.Credentials) *identityv1.ResolveRequest {
 	return &identityv1.ResolveRequest{Authorization: c.Authorization, Cookie: c.Cookie, ApiKey: c.APIKey, ClientIp: c.ClientIP}
 }
 
-// toResolution converts identity's answer. Any rejection code the gateway does not know is
-// treated as unauthorized, and an answer with neither member as a rejection: fail closed.
+// toResolution converts identity's answer, failing closed: an identity without an
+// organization, with an auth mode the gateway does not know, or in api-key mode without a key
+// id is refused as unauthorized, and so is an answer with neither member. A rejection code
+// the gateway does not know is unauthorized too.
 func toResolution(m *identityv1.ResolveResponse) app.Resolution {
 	if id := m.GetIdentity(); id != nil && id.GetOrganizationId() != "" {
-		mode := internalauth.ModeSession
-		if id.GetAuthMode() == identityv1.AuthMode_AUTH_MODE_API_KEY {
-			mode = internalauth.ModeAPIKey
-		}
-		return app.Resolution{Identity: internalauth.Identity{
+		out := internalauth.Identity{
 			UserID:         id.GetUser().GetId(),
 			Email:          id.GetUser().GetEmail(),
 			OrganizationID: id.GetOrganizationId(),
-			AuthMode:       mode,
-			APIKeyID:       id.GetApiKeyId(),
-		}}
+		}
+		switch id.GetAuthMode() {
+		case identityv1.AuthMode_AUTH_MODE_SESSION:
+			if out.UserID != "" {
+				out.AuthMode = internalauth.ModeSession
+				return app.Resolution{Identity: out}
+			}
+		case identityv1.AuthMode_AUTH_MODE_API_KEY:
+			if id.GetApiKeyId() != "" {
+				out.AuthMode, out.APIKeyID = internalauth.ModeAPIKey, id.GetApiKeyId()
+				return app.Resolution{Identity: out}
+			}
+		}
+		return app.Resolution{Rejection: errs.Unauthorized}
 	}
 	r := m.GetRejection()
 	code := errs.Unauthorized

@@ -138,6 +138,10 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 		web.WriteError(w, r, g.log, errs.New(errs.Unavailable, err).WithMessage("authentication is unavailable; retry shortly"))
 		return internalauth.Identity{}, false
 	}
+	if res.Rejection == "" && res.Identity.OrganizationID == "" {
+		// Fail closed on an answer that is neither an identity nor a rejection.
+		res.Rejection = errs.Unauthorized
+	}
 	if res.Rejection != "" {
 		web.WriteJSON(w, res.Rejection.Status(), errs.Newf(res.Rejection, "%s", res.Message).Body())
 		return internalauth.Identity{}, false
@@ -165,6 +169,7 @@ func bufferBody(r *http.Request, limit int64) error {
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.ContentLength = int64(len(b))
+	r.TransferEncoding = nil // the length is known now; forward it as such
 	return nil
 }
 

@@ -1,0 +1,907 @@
+package http_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
+
+	"svc.dev/libs/boot"
+	"svc.dev/libs/buildinfo"
+	"svc.dev/libs/errs"
+	"svc.dev/libs/httpclient"
+	"svc.dev/libs/internalauth"
+	"svc.dev/libs/telemetry"
+	"svc.dev/libs/web"
+	"svc.dev/services/gateway/internal/app"
+	httpport "svc.dev/services/gateway/internal/ports/http"
+)
+
+// testSecret is the internal secret shared by the gateway and the fake services (≥32 bytes).
+const testSecret = "gateway-test-internal-secret-0123456789"
+
+// Credentials the fake resolver knows.
+const (
+	sessionToken = "Bearer ses_token_1"
+	apiKey       = "svc_key_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+	cookie       = "svc.session_token=cookie_token_1.sig; theme=dark"
+	noOrgToken   = "Bearer ses_no_org"
+	badToken     = "Bearer ses_revoked"
+)
+
+// The identities the fake resolver answers with.
+var (
+	sessionIdentity = internalauth.Identity{ //nolint:gochecknoglobals // test fixture
+		UserID: "usr_1", Email: "ada@example.com", OrganizationID: "org_1", AuthMode: internalauth.ModeSession,
+	}
+	keyIdentity = internalauth.Identity{ //nolint:gochecknoglobals // test fixture
+		OrganizationID: "org_2", AuthMode: internalauth.ModeAPIKey, APIKeyID: "key_1",
+	}
+	allPeers = []httpport.Peer{ //nolint:gochecknoglobals // test fixture
+		httpport.Identity, httpport.Editor, httpport.Orchestrator, httpport.Scheduler, httpport.Webhook,
+	}
+)
+
+// fakeResolver is an in-memory app.Resolver: it answers by credential value (Authorization,
+// then Cookie, then x-api-key), rejects anything else as unauthorized, and fails with err when
+// set.
+type fakeResolver struct {
+	mu      sync.Mutex
+	answers map[string]app.Resolution
+	err     error
+	calls   []app.Credentials
+}
+
+func (f *fakeResolver) Resolve(_ context.Context, c app.Credentials) (app.Resolution, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, c)
+	if f.err != nil {
+		return app.Resolution{}, f.err
+	}
+	for _, v := range []string{c.Authorization, c.Cookie, c.APIKey} {
+		if res, ok := f.answers[v]; ok && v != "" {
+			return res, nil
+		}
+	}
+	return app.Resolution{Rejection: errs.Unauthorized, Message: "credentials not recognised"}, nil
+}
+
+func (f *fakeResolver) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *fakeResolver) Calls() []app.Credentials {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]app.Credentials(nil), f.calls...)
+}
+
+// hit is one request as a fake service received it.
+type hit struct {
+	Method, Path, RawQuery string
+	Header                 http.Header
+	Body                   []byte
+	ContentLength          int64
+	// Identity is what Signer.Verify found in the headers; VerifyErr is set when it found none.
+	Identity  internalauth.Identity
+	VerifyErr error
+}
+
+// peerService is a fake downstream service: a real boot.Base surface (signed identity
+// required outside its open prefixes) whose API records every request it is given.
+type peerService struct {
+	peer   httpport.Peer
+	signer internalauth.Signer
+	srv    *httptest.Server
+	mu     sync.Mutex
+	hits   []hit
+}
+
+func (p *peerService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		web.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "read"})
+		return
+	}
+	id, verr := p.signer.Verify(r.Header, r.Method, r.URL.Path, time.Now())
+	p.mu.Lock()
+	p.hits = append(p.hits, hit{
+		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
+		Body: body, ContentLength: r.ContentLength, Identity: id, VerifyErr: verr,
+	})
+	p.mu.Unlock()
+	w.Header().Set("X-Served-By", string(p.peer))
+	web.WriteJSON(w, http.StatusOK, map[string]string{"peer": string(p.peer)})
+}
+
+func (p *peerService) Hits() []hit {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]hit(nil), p.hits...)
+}
+
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+func (r response) json(t *testing.T) map[string]any {
+	t.Helper()
+	var m map[string]any
+	require.NoError(t, json.Unmarshal(r.body, &m), "body %q", r.body)
+	return m
+}
+
+// requireError checks a {"error": code, ...} answer.
+func (r response) requireError(t *testing.T, status int, code errs.Code) map[string]any {
+	t.Helper()
+	require.Equal(t, status, r.status, "body %s", r.body)
+	require.Equal(t, "application/json", r.header.Get("Content-Type"))
+	m := r.json(t)
+	require.Equal(t, string(code), m["error"])
+	return m
+}
+
+type testBundle struct {
+	signer   internalauth.Signer
+	resolver *fakeResolver
+	peers    map[httpport.Peer]*peerService
+	spans    *tracetest.SpanRecorder
+	handler  http.Handler // the gateway's whole public surface, as the service builds it
+	gw       *httptest.Server
+}
+
+// do sends a request to the gateway over the network; hdr is name, value pairs.
+func (b *testBundle) do(t *testing.T, method, path string, body io.Reader, hdr ...string) response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), method, b.gw.URL+path, body)
+	require.NoError(t, err)
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Add(hdr[i], hdr[i+1])
+	}
+	return b.send(t, req)
+}
+
+func (b *testBundle) send(t *testing.T, req *http.Request) response {
+	t.Helper()
+	client := b.gw.Client()
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	resp, err := client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return response{status: resp.StatusCode, header: resp.Header, body: raw}
+}
+
+// serve runs req through the gateway in process, for requests whose body the gateway refuses
+// before reading it (over the network the client could see a reset instead of the answer).
+func (b *testBundle) serve(t *testing.T, req *http.Request) response {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	b.handler.ServeHTTP(rec, req)
+	return response{status: rec.Code, header: rec.Header(), body: rec.Body.Bytes()}
+}
+
+// onlyHit requires that exactly one request reached any service, at peer, and returns it.
+func (b *testBundle) onlyHit(t *testing.T, peer httpport.Peer) hit {
+	t.Helper()
+	var got hit
+	for _, p := range allPeers {
+		hits := b.peers[p].Hits()
+		if p == peer {
+			require.Len(t, hits, 1, "requests at %s", p)
+			got = hits[0]
+			continue
+		}
+		require.Empty(t, hits, "requests at %s", p)
+	}
+	return got
+}
+
+func (b *testBundle) requireNoHits(t *testing.T) {
+	t.Helper()
+	for _, p := range allPeers {
+		require.Empty(t, b.peers[p].Hits(), "requests at %s", p)
+	}
+}
+
+func requireNoIdentityHeaders(t *testing.T, h http.Header) {
+	t.Helper()
+	for _, name := range []string{internalauth.HeaderIdentity, internalauth.HeaderTimestamp, internalauth.HeaderSignature} {
+		require.Empty(t, h.Values(name), "header %s", name)
+	}
+}
+
+func requireNoClientCredentials(t *testing.T, h http.Header) {
+	t.Helper()
+	for _, name := range []string{"Authorization", "Cookie", "X-Api-Key"} {
+		require.Empty(t, h.Values(name), "header %s", name)
+	}
+}
+
+func TestGateway(t *testing.T) {
+	t.Parallel()
+
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		signer, err := internalauth.NewSigner(testSecret)
+		require.NoError(t, err)
+		log := slog.New(slog.DiscardHandler)
+		spans := tracetest.NewSpanRecorder()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+		tel := telemetry.NewWithProvider(tp)
+		b := &testBundle{
+			signer: signer,
+			resolver: &fakeResolver{answers: map[string]app.Resolution{
+				sessionToken:       {Identity: sessionIdentity},
+				"Bearer " + apiKey: {Identity: keyIdentity},
+				apiKey:             {Identity: keyIdentity},
+				cookie:             {Identity: sessionIdentity},
+				noOrgToken:         {Rejection: errs.NoActiveOrganization, Message: "set an active organization first"},
+			}},
+			peers: map[httpport.Peer]*peerService{},
+			spans: spans,
+		}
+		open := map[httpport.Peer][]string{
+			httpport.Identity: {"/api/auth/", "/api/bootstrap"},
+			httpport.Webhook:  {"/api/webhooks/"},
+		}
+		upstreams := map[httpport.Peer]httpport.Upstream{}
+		for _, peer := range allPeers {
+			ps := &peerService{peer: peer, signer: signer}
+			base := &boot.Base{Name: string(peer), Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}}
+			ps.srv = httptest.NewServer(base.Handler(boot.Routes{API: ps, OpenPrefixes: open[peer]}))
+			t.Cleanup(ps.srv.Close)
+			b.peers[peer] = ps
+			u, err := url.Parse(ps.srv.URL)
+			require.NoError(t, err)
+			// As service.NewApplication does: forwarded requests carry the client's identity
+			// or, on open routes, none.
+			c := httpclient.New(httpclient.Config{Peer: string(peer), BaseURL: ps.srv.URL, Signer: signer, Telemetry: tel})
+			upstreams[peer] = httpport.Upstream{URL: u, Transport: c.Transport()}
+		}
+		b.handler = web.Chain(httpport.NewGateway(log, b.resolver, upstreams), web.Standard(log, tel, "gateway")...)
+		b.gw = httptest.NewServer(b.handler)
+		t.Cleanup(b.gw.Close)
+		return b
+	}
+
+	// ---------------------------------------------------------------------------------------
+	// 1. The guard runs before routing; open paths are not guarded.
+
+	t.Run("GuardBeforeRouting", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name, method, path string
+		}{
+			{"KnownWorkflows", http.MethodGet, "/api/workflows"},
+			{"KnownRunLogs", http.MethodGet, "/api/runs/x/logs"},
+			{"KnownAdminTick", http.MethodPost, "/api/admin/tick"},
+			{"KnownWorkflowRun", http.MethodPost, "/api/workflows/wf_1/run"},
+			{"KnownConnectors", http.MethodGet, "/api/connectors"},
+			{"UnknownAPI", http.MethodGet, "/api/nope"},
+			{"UnknownRoot", http.MethodGet, "/nope"},
+			{"Root", http.MethodGet, "/"},
+			{"AuthWithoutSlash", http.MethodGet, "/api/auth"},
+			{"AuthLookalike", http.MethodPost, "/api/authx/sign-in/email"},
+			{"WebhooksLookalike", http.MethodPost, "/api/webhooksx/acme"},
+			{"WebhooksBare", http.MethodPost, "/api/webhooks/"},
+			{"BootstrapChild", http.MethodPost, "/api/bootstrap/x"},
+			{"HealthLookalike", http.MethodGet, "/healthz"},
+			{"HealthTrailingSlash", http.MethodGet, "/health/"},
+			{"Ready", http.MethodGet, "/ready"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				b.do(t, tc.method, tc.path, nil).requireError(t, http.StatusUnauthorized, errs.Unauthorized)
+				require.Empty(t, b.resolver.Calls(), "no credentials: identity is not asked")
+				b.requireNoHits(t)
+			})
+		}
+	})
+
+	t.Run("Health", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		resp := b.do(t, http.MethodGet, "/health", nil)
+		require.Equal(t, http.StatusOK, resp.status)
+		require.JSONEq(t, `{"status":"ok","version":"`+buildinfo.Version()+`"}`, string(resp.body))
+		require.Equal(t, http.StatusOK, b.do(t, http.MethodHead, "/health", nil).status)
+		b.do(t, http.MethodPost, "/health", nil).requireError(t, http.StatusMethodNotAllowed, errs.MethodNotAllowed)
+		// Credentials change nothing: /health never asks identity.
+		require.Equal(t, http.StatusOK, b.do(t, http.MethodGet, "/health", nil, "Authorization", sessionToken).status)
+		require.Empty(t, b.resolver.Calls())
+		b.requireNoHits(t)
+	})
+
+	t.Run("OpenRoutesReachTheirServiceUnsigned", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name, method, path string
+			peer               httpport.Peer
+		}{
+			{"SignIn", http.MethodPost, "/api/auth/sign-in/email", httpport.Identity},
+			{"GetSession", http.MethodGet, "/api/auth/get-session", httpport.Identity},
+			{"Bootstrap", http.MethodPost, "/api/bootstrap", httpport.Identity},
+			{"Webhook", http.MethodPost, "/api/webhooks/acme/github", httpport.Webhook},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, tc.method, tc.path, strings.NewReader(`{"email":"a@b.c"}`), "Content-Type", "application/json")
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				require.Equal(t, string(tc.peer), resp.header.Get("X-Served-By"))
+				h := b.onlyHit(t, tc.peer)
+				require.Equal(t, tc.method, h.Method)
+				require.Equal(t, tc.path, h.Path)
+				require.JSONEq(t, `{"email":"a@b.c"}`, string(h.Body))
+				requireNoIdentityHeaders(t, h.Header)
+				require.ErrorIs(t, h.VerifyErr, internalauth.ErrInvalid)
+				require.Empty(t, b.resolver.Calls())
+			})
+		}
+	})
+
+	t.Run("OpenRoutesKeepClientCredentials", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// The auth layer reads the session itself, so the gateway must pass it on untouched
+		// and not resolve it.
+		resp := b.do(t, http.MethodPost, "/api/auth/sign-out", strings.NewReader(`{}`),
+			"Cookie", cookie, "Authorization", sessionToken, "X-Api-Key", apiKey)
+		require.Equal(t, http.StatusOK, resp.status)
+		h := b.onlyHit(t, httpport.Identity)
+		require.Equal(t, cookie, h.Header.Get("Cookie"))
+		require.Equal(t, sessionToken, h.Header.Get("Authorization"))
+		require.Equal(t, apiKey, h.Header.Get("X-Api-Key"))
+		requireNoIdentityHeaders(t, h.Header)
+		require.Empty(t, b.resolver.Calls())
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 2. With credentials: routing table, signed identity, nothing raw forwarded.
+
+	t.Run("UnknownRouteWithCredentials", func(t *testing.T) {
+		t.Parallel()
+		for _, path := range []string{"/api/nope", "/nope", "/", "/api", "/api/admin", "/api/admin/tick/x", "/api/runs/", "/api/workflows/", "/ready"} {
+			t.Run(strings.ReplaceAll(path, "/", "_"), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, http.MethodGet, path, nil, "Authorization", sessionToken)
+				require.Equal(t, http.StatusNotFound, resp.status)
+				require.JSONEq(t, `{"error":"not_found"}`, string(resp.body))
+				require.Len(t, b.resolver.Calls(), 1, "the guard ran before routing")
+				b.requireNoHits(t)
+			})
+		}
+	})
+
+	t.Run("RoutingTable", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			method, path string
+			peer         httpport.Peer
+		}{
+			{http.MethodPost, "/api/workflows/wf_1/run", httpport.Orchestrator},
+			{http.MethodGet, "/api/workflows/wf_1/runs", httpport.Orchestrator},
+			{http.MethodGet, "/api/workflows", httpport.Editor},
+			{http.MethodPost, "/api/workflows", httpport.Editor},
+			{http.MethodGet, "/api/workflows/wf_1", httpport.Editor},
+			{http.MethodPatch, "/api/workflows/wf_1", httpport.Editor},
+			{http.MethodDelete, "/api/workflows/wf_1", httpport.Editor},
+			{http.MethodPost, "/api/workflows/wf_1/operations", httpport.Editor},
+			{http.MethodGet, "/api/connectors", httpport.Editor},
+			{http.MethodGet, "/api/runs", httpport.Orchestrator},
+			{http.MethodGet, "/api/runs/run_1", httpport.Orchestrator},
+			{http.MethodGet, "/api/runs/run_1/logs", httpport.Orchestrator},
+			{http.MethodPost, "/api/runs/run_1/cancel", httpport.Orchestrator},
+			{http.MethodGet, "/api/schedules", httpport.Scheduler},
+			{http.MethodPost, "/api/schedules", httpport.Scheduler},
+			{http.MethodGet, "/api/schedules/sch_1", httpport.Scheduler},
+			{http.MethodPost, "/api/admin/tick", httpport.Scheduler},
+		} {
+			t.Run(tc.method+strings.ReplaceAll(tc.path, "/", "_"), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, tc.method, tc.path, nil, "Authorization", sessionToken)
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				require.Equal(t, string(tc.peer), resp.header.Get("X-Served-By"))
+				h := b.onlyHit(t, tc.peer)
+				require.Equal(t, tc.method, h.Method)
+				require.Equal(t, tc.path, h.Path)
+				require.NoError(t, h.VerifyErr)
+				require.Equal(t, sessionIdentity, h.Identity)
+				requireNoClientCredentials(t, h.Header)
+			})
+		}
+	})
+
+	t.Run("SignedIdentityPerCredential", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name string
+			hdr  []string
+			want internalauth.Identity
+		}{
+			{"BearerSession", []string{"Authorization", sessionToken}, sessionIdentity},
+			{"Cookie", []string{"Cookie", cookie}, sessionIdentity},
+			{"BearerAPIKey", []string{"Authorization", "Bearer " + apiKey}, keyIdentity},
+			{"XAPIKey", []string{"X-Api-Key", apiKey}, keyIdentity},
+			{"AllThree", []string{"Authorization", sessionToken, "Cookie", cookie, "X-Api-Key", apiKey}, sessionIdentity},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, http.MethodGet, "/api/schedules", nil, tc.hdr...)
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				h := b.onlyHit(t, httpport.Scheduler)
+				require.NoError(t, h.VerifyErr)
+				require.Equal(t, tc.want, h.Identity)
+				requireNoClientCredentials(t, h.Header)
+			})
+		}
+	})
+
+	t.Run("QueryAndBodyArriveIntact", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		body := `{"name":"ünïcode & <tags>","definition":{"blocks":[]}}`
+		resp := b.do(t, http.MethodPost, "/api/workflows?after=wf_0&limit=10&q=a%20b%26c", strings.NewReader(body),
+			"Authorization", sessionToken, "Content-Type", "application/json", "If-Match", `"3"`)
+		require.Equal(t, http.StatusOK, resp.status)
+		h := b.onlyHit(t, httpport.Editor)
+		require.Equal(t, "after=wf_0&limit=10&q=a%20b%26c", h.RawQuery)
+		require.Equal(t, body, string(h.Body))
+		require.Equal(t, int64(len(body)), h.ContentLength)
+		require.Equal(t, "application/json", h.Header.Get("Content-Type"))
+		require.Equal(t, `"3"`, h.Header.Get("If-Match"))
+		require.NoError(t, h.VerifyErr)
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 3. Resolver rejections and failures.
+
+	t.Run("ResolverRejects", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name   string
+			hdr    []string
+			fail   error
+			status int
+			code   errs.Code
+			msg    string
+		}{
+			{"NoActiveOrganization", []string{"Authorization", noOrgToken}, nil, http.StatusUnauthorized, errs.NoActiveOrganization, "set an active organization first"},
+			{"Unauthorized", []string{"Authorization", badToken}, nil, http.StatusUnauthorized, errs.Unauthorized, "credentials not recognised"},
+			{"UnknownAPIKey", []string{"X-Api-Key", "svc_nope"}, nil, http.StatusUnauthorized, errs.Unauthorized, "credentials not recognised"},
+			{"ResolverDown", []string{"Authorization", sessionToken}, errors.New("identity: connection refused"), http.StatusServiceUnavailable, errs.Unavailable, "authentication is unavailable; retry shortly"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				b.resolver.fail(tc.fail)
+				resp := b.do(t, http.MethodGet, "/api/workflows", nil, tc.hdr...)
+				m := resp.requireError(t, tc.status, tc.code)
+				require.Equal(t, tc.msg, m["message"])
+				require.NotContains(t, string(resp.body), "connection refused", "the cause is never sent")
+				require.NotEmpty(t, resp.header.Get(web.RequestIDHeader))
+				require.Len(t, b.resolver.Calls(), 1)
+				b.requireNoHits(t)
+			})
+		}
+	})
+
+	t.Run("CredentialsReachResolverUnmodified", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name string
+			hdr  []string
+			want app.Credentials
+		}{
+			{"APIKeyOnly", []string{"X-Api-Key", apiKey}, app.Credentials{APIKey: apiKey, ClientIP: "127.0.0.1"}},
+			{"CookieOnly", []string{"Cookie", cookie}, app.Credentials{Cookie: cookie, ClientIP: "127.0.0.1"}},
+			{"AuthorizationOnly", []string{"Authorization", sessionToken}, app.Credentials{Authorization: sessionToken, ClientIP: "127.0.0.1"}},
+			{"UnknownAPIKeyStillAsked", []string{"X-Api-Key", "svc_unknown"}, app.Credentials{APIKey: "svc_unknown", ClientIP: "127.0.0.1"}},
+			// A forwarded-for header is not the client address: clients can write it.
+			{"ForwardedForIgnored", []string{"Cookie", cookie, "X-Forwarded-For", "203.0.113.9"}, app.Credentials{Cookie: cookie, ClientIP: "127.0.0.1"}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				b.do(t, http.MethodGet, "/api/runs", nil, tc.hdr...)
+				require.Equal(t, []app.Credentials{tc.want}, b.resolver.Calls())
+			})
+		}
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 4. Identity headers sent by a client never reach a service as sent.
+
+	t.Run("ClientIdentityHeaders", func(t *testing.T) {
+		t.Parallel()
+		forged := internalauth.Identity{UserID: "usr_evil", OrganizationID: "org_evil", AuthMode: internalauth.ModeService, Service: "scheduler"}
+		for _, tc := range []struct {
+			name, method, path string
+			// signFor is the request the forged headers are correctly signed for.
+			signMethod, signPath string
+			creds                []string
+			peer                 httpport.Peer
+			open                 bool
+		}{
+			{"OpenSamePath", http.MethodPost, "/api/auth/sign-in/email", http.MethodPost, "/api/auth/sign-in/email", nil, httpport.Identity, true},
+			{"OpenBootstrap", http.MethodPost, "/api/bootstrap", http.MethodPost, "/api/bootstrap", nil, httpport.Identity, true},
+			{"OpenWebhook", http.MethodPost, "/api/webhooks/acme/hook", http.MethodPost, "/api/webhooks/acme/hook", nil, httpport.Webhook, true},
+			{"OpenWithCredentials", http.MethodGet, "/api/auth/get-session", http.MethodGet, "/api/auth/get-session", []string{"Authorization", sessionToken}, httpport.Identity, true},
+			{"GuardedSamePath", http.MethodGet, "/api/workflows", http.MethodGet, "/api/workflows", []string{"Authorization", sessionToken}, httpport.Editor, false},
+			{"GuardedOtherPath", http.MethodGet, "/api/workflows", http.MethodGet, "/api/runs", []string{"Authorization", sessionToken}, httpport.Editor, false},
+			{"GuardedAPIKey", http.MethodPost, "/api/admin/tick", http.MethodPost, "/api/admin/tick", []string{"X-Api-Key", apiKey}, httpport.Scheduler, false},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				sent := http.Header{}
+				b.signer.Sign(sent, tc.signMethod, tc.signPath, forged, time.Now())
+				req, err := http.NewRequestWithContext(t.Context(), tc.method, b.gw.URL+tc.path, strings.NewReader(`{}`))
+				require.NoError(t, err)
+				for k, v := range sent {
+					req.Header[k] = v
+				}
+				for i := 0; i+1 < len(tc.creds); i += 2 {
+					req.Header.Set(tc.creds[i], tc.creds[i+1])
+				}
+				resp := b.send(t, req)
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				h := b.onlyHit(t, tc.peer)
+				if tc.open {
+					requireNoIdentityHeaders(t, h.Header)
+					require.ErrorIs(t, h.VerifyErr, internalauth.ErrInvalid)
+					return
+				}
+				require.NoError(t, h.VerifyErr)
+				require.NotEqual(t, forged, h.Identity)
+				require.Equal(t, b.resolver.answers[tc.creds[1]].Identity, h.Identity)
+				require.NotEqual(t, sent.Get(internalauth.HeaderSignature), h.Header.Get(internalauth.HeaderSignature))
+				require.Len(t, h.Header.Values(internalauth.HeaderIdentity), 1)
+			})
+		}
+	})
+
+	t.Run("ClientIdentityHeadersWithoutCredentials", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		sent := http.Header{}
+		b.signer.Sign(sent, http.MethodGet, "/api/workflows", sessionIdentity, time.Now())
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.gw.URL+"/api/workflows", nil)
+		require.NoError(t, err)
+		for k, v := range sent {
+			req.Header[k] = v
+		}
+		b.send(t, req).requireError(t, http.StatusUnauthorized, errs.Unauthorized)
+		b.requireNoHits(t)
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 5. Body limit.
+
+	t.Run("BodyLimit", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name    string
+			path    string
+			size    int
+			chunked bool
+			creds   bool
+			status  int
+			peer    httpport.Peer
+		}{
+			{"OverWithLength", "/api/workflows", web.MaxBodyBytes + 1, false, true, http.StatusRequestEntityTooLarge, ""},
+			{"FarOverWithLength", "/api/workflows", 3 * web.MaxBodyBytes, false, true, http.StatusRequestEntityTooLarge, ""},
+			{"OverChunked", "/api/workflows", web.MaxBodyBytes + 1, true, true, http.StatusRequestEntityTooLarge, ""},
+			{"FarOverChunked", "/api/workflows", 3 * web.MaxBodyBytes, true, true, http.StatusRequestEntityTooLarge, ""},
+			{"OverChunkedOpenRoute", "/api/webhooks/acme/hook", web.MaxBodyBytes + 1, true, false, http.StatusRequestEntityTooLarge, ""},
+			{"ExactWithLength", "/api/workflows", web.MaxBodyBytes, false, true, http.StatusOK, httpport.Editor},
+			{"ExactChunked", "/api/workflows", web.MaxBodyBytes, true, true, http.StatusOK, httpport.Editor},
+			{"ExactChunkedOpenRoute", "/api/webhooks/acme/hook", web.MaxBodyBytes, true, false, http.StatusOK, httpport.Webhook},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				body := bytes.Repeat([]byte("a"), tc.size)
+				req := httptest.NewRequestWithContext(t.Context(), http.MethodPost, tc.path, bytes.NewReader(body))
+				require.Equal(t, int64(tc.size), req.ContentLength)
+				if tc.chunked {
+					req.ContentLength = -1
+					req.TransferEncoding = []string{"chunked"}
+				}
+				if tc.creds {
+					req.Header.Set("Authorization", sessionToken)
+				}
+				resp := b.serve(t, req)
+				if tc.status != http.StatusOK {
+					m := resp.requireError(t, tc.status, errs.PayloadTooLarge)
+					require.NotEmpty(t, m["message"])
+					b.requireNoHits(t)
+					return
+				}
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				h := b.onlyHit(t, tc.peer)
+				require.Equal(t, body, h.Body)
+				if !tc.chunked {
+					require.Equal(t, int64(tc.size), h.ContentLength)
+				}
+			})
+		}
+	})
+
+	t.Run("BodyLimitOverTheNetwork", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		// A chunked body just over the limit, sent by a real client.
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodPost, b.gw.URL+"/api/schedules",
+			io.NopCloser(bytes.NewReader(bytes.Repeat([]byte("a"), web.MaxBodyBytes+1))))
+		require.NoError(t, err)
+		req.ContentLength = -1
+		req.Header.Set("Authorization", sessionToken)
+		b.send(t, req).requireError(t, http.StatusRequestEntityTooLarge, errs.PayloadTooLarge)
+		b.requireNoHits(t)
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 6. Path tricks and the request id.
+
+	t.Run("PathTricksWithoutCredentials", func(t *testing.T) {
+		t.Parallel()
+		for _, path := range []string{
+			"/api/auth/../workflows",
+			"/api//workflows",
+			"/api/webhooks/../runs",
+			"/api/auth/%2e%2e/workflows",
+			"/api/auth/..%2fworkflows",
+			"/api/webhooks/x%2F..%2F..%2Fruns",
+			"/api/bootstrap/../admin/tick",
+			"/api/auth/./../../api/runs/run_1/logs",
+			"//api/auth/../../api/workflows",
+			"/api/webhooks/a/../../schedules",
+			"/health/../api/workflows",
+		} {
+			t.Run(url.PathEscape(path), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				b.do(t, http.MethodGet, path, nil).requireError(t, http.StatusUnauthorized, errs.Unauthorized)
+				b.requireNoHits(t)
+			})
+		}
+	})
+
+	t.Run("PathTricksWithCredentials", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			path, want string
+			peer       httpport.Peer
+		}{
+			{"/api/auth/../workflows", "/api/workflows", httpport.Editor},
+			{"/api//workflows", "/api/workflows", httpport.Editor},
+			{"/api/webhooks/../runs", "/api/runs", httpport.Orchestrator},
+			{"/api/workflows/./wf_1/../wf_2/run", "/api/workflows/wf_2/run", httpport.Orchestrator},
+			{"/api/auth/%2e%2e/schedules/sch_1", "/api/schedules/sch_1", httpport.Scheduler},
+		} {
+			t.Run(url.PathEscape(tc.path), func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, http.MethodGet, tc.path, nil, "Authorization", sessionToken)
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				h := b.onlyHit(t, tc.peer)
+				require.Equal(t, tc.want, h.Path)
+				// The signature is for the path the service sees.
+				require.NoError(t, h.VerifyErr)
+				require.Equal(t, sessionIdentity, h.Identity)
+			})
+		}
+	})
+
+	t.Run("PathCleanedIntoOpenRoute", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		resp := b.do(t, http.MethodPost, "/api/workflows/../auth/sign-in/email", strings.NewReader(`{}`))
+		require.Equal(t, http.StatusOK, resp.status)
+		h := b.onlyHit(t, httpport.Identity)
+		require.Equal(t, "/api/auth/sign-in/email", h.Path)
+		requireNoIdentityHeaders(t, h.Header)
+	})
+
+	t.Run("RequestID", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct {
+			name, path string
+			hdr        []string
+			status     int
+			peer       httpport.Peer
+		}{
+			{"GuardedEchoed", "/api/workflows", []string{"Authorization", sessionToken, web.RequestIDHeader, "req-client-42"}, http.StatusOK, httpport.Editor},
+			{"OpenEchoed", "/api/auth/get-session", []string{web.RequestIDHeader, "req-client-42"}, http.StatusOK, httpport.Identity},
+			{"GuardedMinted", "/api/runs", []string{"Authorization", sessionToken}, http.StatusOK, httpport.Orchestrator},
+			{"InsaneReplaced", "/api/runs", []string{"Authorization", sessionToken, web.RequestIDHeader, strings.Repeat("x", 200)}, http.StatusOK, httpport.Orchestrator},
+			{"Unauthorized", "/api/runs", []string{web.RequestIDHeader, "req-client-42"}, http.StatusUnauthorized, ""},
+			{"NotFound", "/api/nope", []string{"Authorization", sessionToken, web.RequestIDHeader, "req-client-42"}, http.StatusNotFound, ""},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, http.MethodGet, tc.path, nil, tc.hdr...)
+				require.Equal(t, tc.status, resp.status)
+				got := resp.header.Values(web.RequestIDHeader)
+				require.Len(t, got, 1, "exactly one request id on the response")
+				sent := ""
+				for i := 0; i+1 < len(tc.hdr); i += 2 {
+					if tc.hdr[i] == web.RequestIDHeader {
+						sent = tc.hdr[i+1]
+					}
+				}
+				if sent == "req-client-42" {
+					require.Equal(t, sent, got[0])
+				} else {
+					require.True(t, strings.HasPrefix(got[0], "req_"), "minted id %q", got[0])
+				}
+				if tc.peer == "" {
+					b.requireNoHits(t)
+					return
+				}
+				h := b.onlyHit(t, tc.peer)
+				require.Equal(t, []string{got[0]}, h.Header.Values(web.RequestIDHeader), "the service logs the same id")
+			})
+		}
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 7. A service that is down.
+
+	t.Run("UpstreamDown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.peers[httpport.Orchestrator].srv.Close()
+		// Past the breaker's threshold (5) the answer stays the same, only faster.
+		for range 8 {
+			resp := b.do(t, http.MethodGet, "/api/runs", nil, "Authorization", sessionToken)
+			m := resp.requireError(t, http.StatusServiceUnavailable, errs.Unavailable)
+			require.Contains(t, m["message"], string(httpport.Orchestrator))
+			require.NotEmpty(t, resp.header.Get(web.RequestIDHeader))
+		}
+		// The other services are unaffected.
+		resp := b.do(t, http.MethodGet, "/api/workflows", nil, "Authorization", sessionToken)
+		require.Equal(t, http.StatusOK, resp.status)
+		b.onlyHit(t, httpport.Editor)
+	})
+
+	t.Run("OpenUpstreamDown", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		b.peers[httpport.Identity].srv.Close()
+		b.do(t, http.MethodPost, "/api/auth/sign-in/email", strings.NewReader(`{}`)).
+			requireError(t, http.StatusServiceUnavailable, errs.Unavailable)
+	})
+
+	// ---------------------------------------------------------------------------------------
+	// 8. One trace across the gateway and the service.
+
+	t.Run("TraceAcrossServices", func(t *testing.T) {
+		t.Parallel()
+		const (
+			clientTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+			clientSpan  = "00f067aa0ba902b7"
+		)
+		for _, tc := range []struct {
+			name        string
+			traceparent string
+		}{
+			{"NewTrace", ""},
+			{"ClientTraceContinued", "00-" + clientTrace + "-" + clientSpan + "-01"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				hdr := []string{"Authorization", sessionToken}
+				if tc.traceparent != "" {
+					hdr = append(hdr, "Traceparent", tc.traceparent)
+				}
+				resp := b.do(t, http.MethodGet, "/api/workflows/wf_1", nil, hdr...)
+				require.Equal(t, http.StatusOK, resp.status)
+
+				var gwServer, gwClient, svcServer sdktrace.ReadOnlySpan
+				require.Eventually(t, func() bool {
+					gwServer, gwClient, svcServer = nil, nil, nil
+					for _, s := range b.spans.Ended() {
+						switch {
+						case s.SpanKind() == trace.SpanKindServer && s.Name() == "GET gateway":
+							gwServer = s
+						case s.SpanKind() == trace.SpanKindClient && strings.HasPrefix(s.Name(), string(httpport.Editor)+" "):
+							gwClient = s
+						case s.SpanKind() == trace.SpanKindServer && s.Name() == "GET "+string(httpport.Editor):
+							svcServer = s
+						}
+					}
+					return gwServer != nil && gwClient != nil && svcServer != nil
+				}, 5*time.Second, 10*time.Millisecond, "spans: %v", spanNames(b.spans.Ended()))
+
+				traceID := gwServer.SpanContext().TraceID()
+				require.Equal(t, traceID, gwClient.SpanContext().TraceID())
+				require.Equal(t, traceID, svcServer.SpanContext().TraceID())
+				require.Equal(t, gwServer.SpanContext().SpanID(), gwClient.Parent().SpanID())
+				require.Equal(t, gwClient.SpanContext().SpanID(), svcServer.Parent().SpanID())
+				require.True(t, svcServer.Parent().IsRemote())
+				if tc.traceparent == "" {
+					require.False(t, gwServer.Parent().IsValid(), "the gateway starts the trace")
+					return
+				}
+				require.Equal(t, clientTrace, traceID.String())
+				require.Equal(t, clientSpan, gwServer.Parent().SpanID().String())
+				require.True(t, gwServer.Parent().IsRemote())
+			})
+		}
+	})
+}
+
+func spanNames(spans []sdktrace.ReadOnlySpan) []string {
+	names := make([]string, 0, len(spans))
+	for _, s := range spans {
+		names = append(names, s.SpanKind().String()+":"+s.Name())
+	}
+	return names
+}
+
+func TestNewGatewayPanicsOnMissingDependency(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		upstreams map[httpport.Peer]httpport.Upstream
+	}
+	setup := func(t *testing.T) *testBundle {
+		t.Helper()
+		u, err := url.Parse("http://127.0.0.1:1")
+		require.NoError(t, err)
+		ups := map[httpport.Peer]httpport.Upstream{}
+		for _, p := range allPeers {
+			ups[p] = httpport.Upstream{URL: u, Transport: http.DefaultTransport}
+		}
+		return &testBundle{upstreams: ups}
+	}
+	log := slog.New(slog.DiscardHandler)
+
+	t.Run("Complete", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.NotPanics(t, func() { httpport.NewGateway(log, &fakeResolver{}, b.upstreams) })
+	})
+	t.Run("NilResolver", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.PanicsWithValue(t, "nil resolver", func() { httpport.NewGateway(log, nil, b.upstreams) })
+	})
+	for _, p := range allPeers {
+		t.Run("Missing"+string(p), func(t *testing.T) {
+			t.Parallel()
+			b := setup(t)
+			delete(b.upstreams, p)
+			require.PanicsWithValue(t, "no upstream for "+string(p), func() { httpport.NewGateway(log, &fakeResolver{}, b.upstreams) })
+		})
+	}
+}
