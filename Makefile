@@ -48,12 +48,18 @@ verify: ## fail when committed generated code is stale or files are not gofmt'ed
 	@out=$$(gofmt -l $(MODULE_DIRS)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 .PHONY: lint
-lint: ## gofmt, go vet and golangci-lint over every module
+lint: bin/golangci-lint ## gofmt, go vet and golangci-lint over every module
 	@out=$$(gofmt -l $(MODULE_DIRS)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(ALL_PKGS)
-	go tool golangci-lint run $(ALL_PKGS)
+	bin/golangci-lint run $(ALL_PKGS)
+
+# golangci-lint is built from its own modfile (tools/lint.mod), apart from the tools module's
+# dependencies; GOWORK=off because -modfile does not mix with a workspace.
+bin/golangci-lint: tools/lint.mod tools/lint.sum
+	cd tools && GOWORK=off go build -modfile=lint.mod -o ../bin/golangci-lint github.com/golangci/golangci-lint/v2/cmd/golangci-lint
 
 .PHONY: tidy
 tidy: ## go mod tidy in every module (and the proto tools' own modfile)
 	@for d in $(MODULE_DIRS); do echo "tidy $$d"; (cd $$d && go mod tidy); done
 	cd proto && GOWORK=off go mod tidy -modfile=tools.mod
+	cd tools && GOWORK=off go mod tidy -modfile=lint.mod

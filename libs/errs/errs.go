@@ -149,7 +149,10 @@ func Decode(status int, body []byte) *Error {
 			}
 			for k, v := range raw {
 				if k != "error" && k != "message" {
-					e.With(k, v)
+					if e.Fields == nil {
+						e.Fields = map[string]any{}
+					}
+					e.Fields[k] = v
 				}
 			}
 			return e

@@ -84,7 +84,7 @@ func New(cfg Config) *Client {
 			return cfg.Peer + " " + r.Method + " " + r.URL.Path
 		}))
 	threshold := cfg.FailuresToOpen
-	breaker := gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{
+	breaker := gobreaker.NewCircuitBreaker[*http.Response](gobreaker.Settings{ //nolint:bodyclose // the breaker hands the response back; callers close it
 		Name:        cfg.Peer,
 		MaxRequests: 1,
 		Timeout:     cfg.OpenFor,

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -34,12 +35,12 @@ func waitHealthy(ctx context.Context, client *http.Client, base string, p *proce
 		case <-ctx.Done():
 			timer.Stop()
 			if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-				return "", fmt.Errorf("%s did not answer %s/health in time (last: %v)", p.spec.name, base, last)
+				return "", fmt.Errorf("%s did not answer %s/health in time (last: %w)", p.spec.name, base, last)
 			}
 			return "", ctx.Err()
 		case <-p.Done():
 			timer.Stop()
-			return "", fmt.Errorf("%s exited before it was healthy: %v", p.spec.name, p.Err())
+			return "", fmt.Errorf("%s exited before it was healthy: %w", p.spec.name, cmp.Or(p.Err(), errors.New("exit status 0")))
 		case <-failed:
 			timer.Stop()
 			return "", errors.New("another child failed during start-up")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -369,7 +370,7 @@ func waitPostgres(ctx context.Context, connURL string, proc *process, timeout ti
 		}
 		select {
 		case <-proc.Done():
-			return fmt.Errorf("private Postgres exited during start-up: %v", proc.Err())
+			return fmt.Errorf("private Postgres exited during start-up: %w", cmp.Or(proc.Err(), errors.New("exit status 0")))
 		case <-ctx.Done():
 			return fmt.Errorf("private Postgres did not accept connections in time: %w", last)
 		case <-time.After(100 * time.Millisecond):

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -122,7 +123,7 @@ func startRedisServer(ctx context.Context, path, dir string, sup *supervisor) (*
 		}
 		select {
 		case <-proc.Done():
-			return nil, fmt.Errorf("redis-server exited during start-up: %v", proc.Err())
+			return nil, fmt.Errorf("redis-server exited during start-up: %w", cmp.Or(proc.Err(), errors.New("exit status 0")))
 		case <-waitCtx.Done():
 			return nil, errors.Join(fmt.Errorf("redis-server did not answer in time: %w", err),
 				closeFunc(context.WithoutCancel(ctx)))
