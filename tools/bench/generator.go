@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+)
+
+// Target is the request a phase sends over and over, and the status that counts as success.
+type Target struct {
+	Method string // GET when empty
+	URL    string
+	Header http.Header
+	Expect int // the status a correct answer has; any other is a status error
+}
+
+// Phase is one run of the load generator: Warmup at Rate, not recorded, then Duration at Rate,
+// recorded.
+type Phase struct {
+	Target   Target
+	Rate     float64 // requests per second
+	Warmup   time.Duration
+	Duration time.Duration
+}
+
+// Stats summarise the measured part of a phase. Latencies count from the moment a request was
+// scheduled to the last byte of its answer, over every request that got an HTTP answer (the
+// expected status or not); transport errors have no answer and only count as errors.
+type Stats struct {
+	TargetRate      float64
+	AchievedRate    float64 // expected answers per second of the measured window
+	N               int     // requests scheduled in the measured window
+	TransportErrors int     // no HTTP answer: refused, reset, timed out
+	StatusErrors    int     // an answer with a status other than Target.Expect
+	P50, P90, P99   time.Duration
+	Max             time.Duration
+}
+
+// Generator sends requests open-loop: each one leaves at its slot of a fixed time grid, no
+// matter how long earlier ones take, and its latency counts from that slot. A closed loop (send,
+// wait, send) slows down with the system and so hides its stalls: the requests that should have
+// been sent during a stall are never sent, and the ones that were look fast ("coordinated
+// omission"). Requests that would exceed maxInFlight wait for a free slot, and that wait counts
+// in their latency too.
+type Generator struct {
+	client      *http.Client
+	maxInFlight int
+}
+
+// NewGenerator returns a generator that sends through client with at most maxInFlight requests
+// outstanding. client is shared by every phase so connections are reused (keep-alive), as a
+// real client fleet would.
+func NewGenerator(client *http.Client, maxInFlight int) *Generator {
+	if client == nil {
+		panic("nil client")
+	}
+	if maxInFlight < 1 {
+		panic("maxInFlight must be at least 1")
+	}
+	return &Generator{client: client, maxInFlight: maxInFlight}
+}
+
+// newHTTPClient is the pooled client the generator needs: enough idle connections per host that
+// every in-flight request can keep its own, no compression (it would be measured too), and a
+// timeout so a dead system ends a phase instead of hanging it.
+func newHTTPClient(maxInFlight int) *http.Client {
+	return &http.Client{
+		Timeout: 10 * time.Second,
+		Transport: &http.Transport{
+			Proxy:               nil, // benchmarks talk to this machine, never through a proxy
+			DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+			MaxIdleConns:        maxInFlight * 2,
+			MaxIdleConnsPerHost: maxInFlight,
+			IdleConnTimeout:     90 * time.Second,
+			DisableCompression:  true,
+		},
+		// A redirect would be a second request the schedule did not ask for.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+type outcome uint8
+
+const (
+	outcomeNone      outcome = iota // never sent (the phase was interrupted)
+	outcomeOK                       // the expected status
+	outcomeStatus                   // another status
+	outcomeTransport                // no answer
+)
+
+// sample is what one request left behind. Each request writes only its own element, so the
+// slice needs no lock; wg.Wait orders the writes before the reads.
+type sample struct {
+	latency time.Duration // from the scheduled send time to the end of the body
+	done    time.Time
+	outcome outcome
+}
+
+// Run sends p and returns the stats of its measured part. It returns ctx's error, and no stats,
+// when ctx ends first.
+func (g *Generator) Run(ctx context.Context, p Phase) (Stats, error) {
+	if p.Rate <= 0 || p.Duration <= 0 || p.Warmup < 0 {
+		return Stats{}, fmt.Errorf("phase needs a positive rate and duration, got rate %g duration %s warm-up %s", p.Rate, p.Duration, p.Warmup)
+	}
+	method := p.Target.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	if _, err := http.NewRequestWithContext(ctx, method, p.Target.URL, nil); err != nil {
+		return Stats{}, fmt.Errorf("target: %w", err)
+	}
+	// Slot i leaves at start + i/rate, computed from i each time so rounding never accumulates.
+	slot := func(i int) time.Duration { return time.Duration(float64(i) * float64(time.Second) / p.Rate) }
+	total := 0
+	for slot(total) < p.Warmup+p.Duration {
+		total++
+	}
+	first := 0 // first measured slot
+	for slot(first) < p.Warmup {
+		first++
+	}
+	samples := make([]sample, total)
+	inFlight := make(chan struct{}, g.maxInFlight)
+	var wg sync.WaitGroup
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+
+	start := time.Now()
+schedule:
+	for i := range total {
+		at := start.Add(slot(i))
+		// A late scheduler (GC, a busy machine) sends the slots it missed at once rather than
+		// skipping them: they count late, from their slot.
+		if d := time.Until(at); d > 0 {
+			timer.Reset(d)
+			select {
+			case <-ctx.Done():
+				break schedule
+			case <-timer.C:
+			}
+		}
+		select {
+		case inFlight <- struct{}{}:
+		case <-ctx.Done():
+			break schedule
+		}
+		wg.Go(func() {
+			defer func() { <-inFlight }()
+			samples[i] = g.send(ctx, method, p.Target, at)
+		})
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		return Stats{}, err
+	}
+	return summarize(samples[first:], start.Add(slot(first)), p.Duration, p.Rate), nil
+}
+
+// send makes one request and reads its answer to the end, so the connection goes back to the
+// pool and the latency includes the body.
+func (g *Generator) send(ctx context.Context, method string, t Target, at time.Time) sample {
+	req, err := http.NewRequestWithContext(ctx, method, t.URL, nil)
+	if err != nil {
+		return sample{latency: time.Since(at), done: time.Now(), outcome: outcomeTransport}
+	}
+	for k, vs := range t.Header {
+		req.Header[k] = vs
+	}
+	resp, err := g.client.Do(req)
+	if err != nil {
+		return sample{latency: time.Since(at), done: time.Now(), outcome: outcomeTransport}
+	}
+	_, err = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	now := time.Now()
+	s := sample{latency: now.Sub(at), done: now, outcome: outcomeOK}
+	switch {
+	case err != nil:
+		s.outcome = outcomeTransport
+	case resp.StatusCode != t.Expect:
+		s.outcome = outcomeStatus
+	}
+	return s
+}
+
+// summarize turns the samples of the measured window into Stats. The window starts at from and
+// lasts d, or longer when answers came in after it closed: a system that falls behind shows a
+// lower achieved rate, not a full one.
+func summarize(samples []sample, from time.Time, d time.Duration, rate float64) Stats {
+	st := Stats{TargetRate: rate, N: len(samples)}
+	lat := make([]time.Duration, 0, len(samples))
+	window := d
+	ok := 0
+	for _, s := range samples {
+		switch s.outcome {
+		case outcomeOK:
+			ok++
+		case outcomeStatus:
+			st.StatusErrors++
+		case outcomeTransport:
+			st.TransportErrors++
+			continue
+		case outcomeNone:
+			continue
+		}
+		lat = append(lat, s.latency)
+		window = max(window, s.done.Sub(from))
+	}
+	st.AchievedRate = float64(ok) / window.Seconds()
+	slices.Sort(lat)
+	st.P50 = percentile(lat, 0.50)
+	st.P90 = percentile(lat, 0.90)
+	st.P99 = percentile(lat, 0.99)
+	st.Max = percentile(lat, 1)
+	return st
+}
+
+// percentile returns the q-quantile (0 < q ≤ 1) of sorted by the nearest-rank method: the
+// smallest value with at least q of all values at or below it. pgbench-step.sh uses the same
+// rule, so the baseline and the scenarios read alike. It is 0 for no values.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	n := len(sorted)
+	if n == 0 {
+		return 0
+	}
+	// ceil(q*n) with a tolerance, so 0.9*10 is rank 9 despite floating point.
+	k := int(q*float64(n) + 0.999999)
+	k = min(max(k, 1), n)
+	return sorted[k-1]
+}

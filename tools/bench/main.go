@@ -1,0 +1,297 @@
+// Command bench measures the svc system under load and appends the numbers to
+// bench/RESULTS.md, beside a pgbench baseline taken in the same run (ARCHITECTURE §7). It starts
+// the system itself with devstack on ports of its own, so a `make run` on the default ports is
+// never disturbed, unless -no-system points it at one that already runs.
+//
+// Usage:
+//
+//	bench [-scenario gateway-proxy,guard-reject] [-duration 10s] [-rate 500]
+//	      [-no-system -url http://127.0.0.1:8080 -identity-url http://127.0.0.1:8081]
+//	      [-results bench/RESULTS.md] [-no-baseline]
+//
+// `make bench` calls it; run it by hand as `go run ./tools/bench` from the repository root.
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"time"
+)
+
+func main() {
+	cfg, err := parseConfig(os.Args[1:], os.Getwd)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err = run(ctx, cfg, os.Stdout, os.Stderr)
+	stop()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Where the system bench starts listens: away from the default ports of `make run`.
+const (
+	ownGatewayURL  = "http://127.0.0.1:18080"
+	ownIdentityURL = "http://127.0.0.1:18081"
+)
+
+// config is everything bench reads from its flags and the machine.
+type config struct {
+	root        string        // repository root: holds go.work; ../shared sits beside it
+	scenarios   []Scenario    // what to run, in order
+	duration    time.Duration // each measured phase
+	warmup      time.Duration // before each measured phase, not recorded
+	rate        float64       // requests per second of every phase
+	maxInFlight int           // bound on concurrent requests of the load generator
+	noSystem    bool          // target a running system instead of starting one
+	gatewayURL  string
+	identityURL string
+	resultsPath string // absolute
+	noBaseline  bool
+	startupWait time.Duration // how long devstack may take to build and start everything
+	stopWait    time.Duration // how long devstack may take to stop
+}
+
+// parseConfig reads the flags once. getwd finds the repository root.
+func parseConfig(args []string, getwd func() (string, error)) (config, error) {
+	cfg := config{warmup: 2 * time.Second, maxInFlight: 256}
+	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
+	names := fs.String("scenario", "", "comma-separated scenarios to run (default: all: "+strings.Join(scenarioNames(allScenarios()), ",")+")")
+	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length of each measured phase (after a 2s warm-up)")
+	fs.Float64Var(&cfg.rate, "rate", 500, "requests per second, sent open-loop on a fixed schedule")
+	fs.BoolVar(&cfg.noSystem, "no-system", false, "do not start the system; target the one at -url")
+	fs.StringVar(&cfg.gatewayURL, "url", "", "gateway base URL with -no-system (default http://127.0.0.1:8080, as `make run` uses)")
+	fs.StringVar(&cfg.identityURL, "identity-url", "", "identity base URL with -no-system (default http://127.0.0.1:8081)")
+	results := fs.String("results", filepath.Join("bench", "RESULTS.md"), "file the run is appended to; relative to the repository root")
+	fs.BoolVar(&cfg.noBaseline, "no-baseline", false, "skip the pgbench baseline (../shared/bench/pgbench-step.sh)")
+	fs.DurationVar(&cfg.startupWait, "startup-timeout", 5*time.Minute, "how long the system may take to build and answer /health")
+	if err := fs.Parse(args); err != nil {
+		return config{}, err
+	}
+	if fs.NArg() > 0 {
+		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if cfg.duration <= 0 {
+		return config{}, fmt.Errorf("-duration must be positive, got %s", cfg.duration)
+	}
+	if cfg.rate <= 0 {
+		return config{}, fmt.Errorf("-rate must be positive, got %g", cfg.rate)
+	}
+	scenarios, err := selectScenarios(allScenarios(), *names)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.scenarios = scenarios
+
+	switch {
+	case cfg.noSystem:
+		cfg.gatewayURL = cmp.Or(cfg.gatewayURL, "http://127.0.0.1:8080")
+		cfg.identityURL = cmp.Or(cfg.identityURL, "http://127.0.0.1:8081")
+	case cfg.gatewayURL != "" || cfg.identityURL != "":
+		return config{}, errors.New("-url and -identity-url need -no-system: bench starts its own system otherwise")
+	default:
+		cfg.gatewayURL, cfg.identityURL = ownGatewayURL, ownIdentityURL
+	}
+	cfg.gatewayURL = strings.TrimRight(cfg.gatewayURL, "/")
+	cfg.identityURL = strings.TrimRight(cfg.identityURL, "/")
+	// Devstack gives each child 15s to stop, gateway first, then the backends together, then
+	// Postgres and Redis: a minute covers the worst case before bench kills what is left.
+	cfg.stopWait = time.Minute
+
+	wd, err := getwd()
+	if err != nil {
+		return config{}, err
+	}
+	root, err := findRoot(wd)
+	if err != nil {
+		return config{}, err
+	}
+	cfg.root = root
+	cfg.resultsPath = *results
+	if !filepath.IsAbs(cfg.resultsPath) {
+		cfg.resultsPath = filepath.Join(root, cfg.resultsPath)
+	}
+	return cfg, nil
+}
+
+// findRoot walks up from dir to the directory that holds go.work, so bench works from any
+// folder of the repository.
+func findRoot(dir string) (string, error) {
+	for d := dir; ; d = filepath.Dir(d) {
+		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
+			return d, nil
+		}
+		if d == filepath.Dir(d) {
+			return "", fmt.Errorf("no go.work in %s or above; run bench from the repository", dir)
+		}
+	}
+}
+
+// run takes the baseline, brings the system up (unless told not to), runs every scenario,
+// takes the system down and appends the run to the results file. An interrupted run writes
+// nothing: a half-measured section would sit in the file looking like a real one.
+func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) {
+	began := time.Now()
+	say := func(format string, args ...any) { fmt.Fprintf(stderr, "bench: "+format+"\n", args...) }
+	// Registered first so it runs last, after the system has stopped.
+	defer func() { say("whole run took %s", time.Since(began).Round(time.Second)) }()
+	// The commit is read now, as devstack builds it: others may commit while the run lasts.
+	commit := gitCommit(ctx, cfg.root)
+
+	// --------------------------------------------------------------------------------------
+	// The system under test.
+
+	if !cfg.noSystem {
+		say("starting the system with devstack (gateway %s) ...", cfg.gatewayURL)
+		sys, serr := startSystem(ctx, systemSpec{
+			root:      cfg.root,
+			env:       os.Environ(),
+			healthURL: cfg.gatewayURL + "/health",
+			timeout:   cfg.startupWait,
+			output:    stderr,
+		})
+		if serr != nil {
+			return fmt.Errorf("start the system: %w", serr)
+		}
+		defer func() {
+			say("stopping the system ...")
+			if serr := sys.stop(cfg.stopWait); serr != nil {
+				err = errors.Join(err, fmt.Errorf("stop the system: %w", serr))
+			}
+		}()
+		say("system is up after %s", time.Since(began).Round(100*time.Millisecond))
+	} else if err := probeOK(ctx, http.DefaultClient, cfg.gatewayURL+"/health"); err != nil {
+		return fmt.Errorf("-no-system: %s/health: %w", cfg.gatewayURL, err)
+	}
+
+	// --------------------------------------------------------------------------------------
+	// Baseline: the physical limit of a durable step on this machine, now.
+
+	var baseline baselineResult
+	if cfg.noBaseline {
+		baseline.note = "skipped (-no-baseline)"
+	} else {
+		script := filepath.Join(filepath.Dir(cfg.root), "shared", "bench", "pgbench-step.sh")
+		say("baseline: %s (clients 1 and 4, 10 s each) ...", script)
+		baseline, err = runBaseline(ctx, script, []string{"1", "4"}, 10*time.Second)
+		if err != nil {
+			return fmt.Errorf("baseline: %w", err)
+		}
+		if baseline.note != "" {
+			say("baseline %s", baseline.note)
+		}
+		for _, l := range baseline.lines {
+			say("%s", l)
+		}
+	}
+
+	// --------------------------------------------------------------------------------------
+	// Scenarios.
+
+	gen := NewGenerator(newHTTPClient(cfg.maxInFlight), cfg.maxInFlight)
+	env := Env{
+		GatewayURL:  cfg.gatewayURL,
+		IdentityURL: cfg.identityURL,
+		Rate:        cfg.rate,
+		Warmup:      cfg.warmup,
+		Duration:    cfg.duration,
+		Generator:   gen,
+		Log:         say,
+	}
+	var results []Result
+	var failures []error
+	for _, s := range cfg.scenarios {
+		say("scenario %s ...", s.Name())
+		res, serr := s.Run(ctx, env)
+		results = append(results, res...)
+		if ctx.Err() != nil {
+			return fmt.Errorf("interrupted during %s; nothing written", s.Name())
+		}
+		if serr != nil {
+			say("scenario %s failed: %v", s.Name(), serr)
+			failures = append(failures, fmt.Errorf("%s: %w", s.Name(), serr))
+		}
+	}
+
+	// --------------------------------------------------------------------------------------
+	// Report.
+
+	rep := report{
+		when:     time.Now().UTC(),
+		commit:   commit,
+		machine:  readMachine(),
+		setup:    describeSetup(cfg),
+		baseline: baseline,
+		results:  results,
+		failures: failures,
+	}
+	fmt.Fprintln(stdout)
+	if _, werr := io.WriteString(stdout, rep.table()); werr != nil {
+		return werr
+	}
+	if werr := appendReport(cfg.resultsPath, rep); werr != nil {
+		return fmt.Errorf("write results: %w", werr)
+	}
+	say("appended to %s", cfg.resultsPath)
+	return errors.Join(failures...)
+}
+
+// describeSetup is the line of the report that says how the numbers were taken.
+func describeSetup(cfg config) string {
+	target := "system started by bench (devstack, ports 1808x)"
+	if cfg.noSystem {
+		target = "running system at " + cfg.gatewayURL
+	}
+	return fmt.Sprintf("open loop, %s warm-up + %s measured per phase, at most %d requests in flight; %s",
+		cfg.warmup, cfg.duration, cfg.maxInFlight, target)
+}
+
+// scenarioNames lists the names of scenarios, for help texts and errors.
+func scenarioNames(all []Scenario) []string {
+	names := make([]string, 0, len(all))
+	for _, s := range all {
+		names = append(names, s.Name())
+	}
+	return names
+}
+
+// selectScenarios returns the scenarios named in list (all when it is empty), in the order
+// given, and fails on a name it does not know before anything has started.
+func selectScenarios(all []Scenario, list string) ([]Scenario, error) {
+	var picked []Scenario
+	for name := range strings.SplitSeq(list, ",") {
+		name = strings.TrimSpace(name)
+		if name == "" {
+			continue
+		}
+		i := slices.IndexFunc(all, func(s Scenario) bool { return s.Name() == name })
+		if i < 0 {
+			return nil, fmt.Errorf("-scenario: unknown scenario %q (known: %s)", name, strings.Join(scenarioNames(all), ", "))
+		}
+		if !slices.Contains(picked, all[i]) {
+			picked = append(picked, all[i])
+		}
+	}
+	if len(picked) == 0 {
+		return all, nil
+	}
+	return picked, nil
+}
