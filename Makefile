@@ -51,7 +51,7 @@ verify: ## fail when committed generated code is stale or files are not gofmt'ed
 lint: bin/golangci-lint ## gofmt, go vet and golangci-lint over every module
 	@out=$$(gofmt -l $(MODULE_DIRS)); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	go vet $(ALL_PKGS)
-	bin/golangci-lint run $(ALL_PKGS)
+	bin/golangci-lint run $(addsuffix /...,$(MODULE_DIRS))
 
 # golangci-lint is built from its own modfile (tools/lint.mod), apart from the tools module's
 # dependencies; GOWORK=off because -modfile does not mix with a workspace.
