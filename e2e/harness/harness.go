@@ -143,6 +143,8 @@ type System struct {
 	RedisPrefix string
 	env         map[string]string
 	opts        Options
+	mu          sync.Mutex
+	procs       map[Service][]*Process
 }
 
 // Start runs every service for this test and stops them when it ends.
@@ -150,6 +152,7 @@ func Start(t *testing.T, opts Options) *System {
 	t.Helper()
 	s := &System{
 		URLs:        map[Service]string{},
+		procs:       map[Service][]*Process{},
 		Secret:      randomHex(32),
 		DatabaseURL: testkit.NewDatabase(t),
 		RedisPrefix: testkit.Name("e2e") + ":",
@@ -207,7 +210,21 @@ func (s *System) Run(t *testing.T, svc Service, extra map[string]string) *Proces
 		base = "http://" + a
 	}
 	p.WaitHealthy(t, base, 30*time.Second)
+	s.mu.Lock()
+	s.procs[svc] = append(s.procs[svc], p)
+	s.mu.Unlock()
 	return p
+}
+
+// Output is everything the processes of svc printed so far (their JSON log lines).
+func (s *System) Output(svc Service) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var b strings.Builder
+	for _, p := range s.procs[svc] {
+		b.WriteString(p.Output())
+	}
+	return b.String()
 }
 
 // Env returns the environment the system gives its services.
