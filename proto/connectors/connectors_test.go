@@ -1,0 +1,140 @@
+package connectors_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/proto/connectors"
+)
+
+// The built-in connectors of contract §2, which the catalog must hold at least.
+func builtins() []string {
+	return []string{
+		"trigger.manual", "trigger.webhook", "trigger.schedule", "http.request",
+		"transform", "condition", "wait", "log", "fail",
+	}
+}
+
+func compile(t *testing.T, name string, schema json.RawMessage) *jsonschema.Schema {
+	t.Helper()
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(schema))
+	require.NoError(t, err, name)
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	c.AssertFormat()
+	require.NoError(t, c.AddResource(name, doc))
+	s, err := c.Compile(name)
+	require.NoError(t, err, name)
+	return s
+}
+
+// Every entry is complete and every schema in it compiles; hidden marks sit only on top-level
+// params that exist, and the public form has none of them.
+func TestCatalogIsConsistent(t *testing.T) {
+	t.Parallel()
+	entries, err := connectors.Load()
+	require.NoError(t, err)
+
+	types := map[string]connectors.Entry{}
+	for _, e := range entries {
+		types[e.Type] = e
+	}
+	for _, want := range builtins() {
+		require.Contains(t, types, want, "built-in connector missing from the catalog")
+	}
+	require.Equal(t, connectors.CategoryTrigger, entries[0].Category, "triggers come first")
+
+	for _, e := range entries {
+		t.Run(e.Type, func(t *testing.T) {
+			t.Parallel()
+			require.True(t, e.Category.Valid(), "category %q", e.Category)
+			require.Equal(t, e.Category == connectors.CategoryTrigger, strings.HasPrefix(e.Type, "trigger."),
+				"triggers and only triggers are named trigger.*")
+			require.NotEmpty(t, e.Title)
+			require.NotEmpty(t, e.Description)
+			require.Positive(t, e.TimeoutMS)
+			rp := e.RetryPolicy
+			require.GreaterOrEqual(t, rp.MaxAttempts, 1)
+			require.Positive(t, rp.InitialIntervalMS)
+			require.GreaterOrEqual(t, rp.BackoffCoefficient, 1.0)
+			require.GreaterOrEqual(t, rp.MaxIntervalMS, rp.InitialIntervalMS)
+
+			compile(t, e.Type+"/params", e.Params)
+			compile(t, e.Type+"/output_schema", e.OutputSchema)
+			compile(t, e.Type+"/public", e.Public().Params)
+
+			var schema struct {
+				Type                 string                     `json:"type"`
+				AdditionalProperties *bool                      `json:"additionalProperties"`
+				Properties           map[string]json.RawMessage `json:"properties"`
+				Required             []string                   `json:"required"`
+			}
+			require.NoError(t, json.Unmarshal(e.Params, &schema))
+			require.Equal(t, "object", schema.Type, "params is an object")
+			require.NotNil(t, schema.AdditionalProperties, "params says whether unknown params are allowed")
+			require.False(t, *schema.AdditionalProperties, "unknown params are refused (unknown_param)")
+			for _, r := range schema.Required {
+				require.Contains(t, schema.Properties, r, "a required param is declared")
+			}
+
+			for _, h := range e.HiddenParams() {
+				require.Contains(t, schema.Properties, h, "a hidden param exists in the schema")
+				require.NotContains(t, schema.Required, h, "a hidden param is never required of a client")
+			}
+			// Hidden marks are top-level only: a nested one would never be enforced.
+			nested := 0
+			for _, raw := range schema.Properties {
+				nested += strings.Count(string(raw), `"hidden"`)
+			}
+			require.Equal(t, len(e.HiddenParams()), nested, "hidden marks only on top-level params")
+
+			public := e.Public()
+			require.NotContains(t, string(public.Params), `"hidden"`)
+			for _, h := range e.HiddenParams() {
+				require.NotContains(t, string(public.Params), `"`+h+`"`)
+			}
+		})
+	}
+
+	require.Equal(t, []string{"allow_private_network"}, types["http.request"].HiddenParams())
+	require.Empty(t, types["log"].HiddenParams())
+}
+
+// Marshalled as JSON, an entry has exactly the members of the contract's catalog entry.
+func TestEntryShape(t *testing.T) {
+	t.Parallel()
+	e := connectors.MustLoad()[0]
+	raw, err := json.Marshal(e.Public())
+	require.NoError(t, err)
+	var members map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &members))
+	keys := make([]string, 0, len(members))
+	for k := range members {
+		keys = append(keys, k)
+	}
+	require.ElementsMatch(t, []string{"type", "category", "title", "description", "params", "output_schema", "retry_policy", "timeout_ms"}, keys)
+	var rp map[string]any
+	require.NoError(t, json.Unmarshal(members["retry_policy"], &rp))
+	require.Len(t, rp, 4)
+	require.Contains(t, rp, "max_attempts")
+	require.Contains(t, rp, "initial_interval_ms")
+	require.Contains(t, rp, "backoff_coefficient")
+	require.Contains(t, rp, "max_interval_ms")
+}
+
+// fail's retry policy is the contract's: 3 attempts, 100 ms initial, ×2, 1 s max.
+func TestFailRetryPolicy(t *testing.T) {
+	t.Parallel()
+	for _, e := range connectors.MustLoad() {
+		if e.Type == "fail" {
+			require.Equal(t, connectors.RetryPolicy{MaxAttempts: 3, InitialIntervalMS: 100, BackoffCoefficient: 2, MaxIntervalMS: 1000}, e.RetryPolicy)
+			return
+		}
+	}
+	t.Fatal("fail is not in the catalog")
+}
