@@ -1,0 +1,185 @@
+package workflow
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/builtin"
+	"github.com/expr-lang/expr/conf"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
+)
+
+// The names a template or an expression can use (contract §2).
+const (
+	scopeInput    = "input"
+	scopeSteps    = "steps"
+	scopeRun      = "run"
+	scopeWorkflow = "workflow"
+)
+
+func scopeRoots() []string { return []string{scopeInput, scopeSteps, scopeRun, scopeWorkflow} }
+
+// hasTemplate reports whether s holds a template opening.
+func hasTemplate(s string) bool { return strings.Contains(s, "{{") }
+
+// errUnclosedTemplate is a "{{" without its "}}".
+var errUnclosedTemplate = errors.New(`"{{" is not closed by "}}"`)
+
+// splitTemplates returns the expressions of the {{ expr }} templates in s, in order.
+func splitTemplates(s string) ([]string, error) {
+	var exprs []string
+	for {
+		start := strings.Index(s, "{{")
+		if start < 0 {
+			return exprs, nil
+		}
+		rest := s[start+2:]
+		end := strings.Index(rest, "}}")
+		if end < 0 {
+			return exprs, errUnclosedTemplate
+		}
+		exprs = append(exprs, strings.TrimSpace(rest[:end]))
+		s = rest[end+2:]
+	}
+}
+
+// reference is one name an expression uses from its scope.
+type reference struct {
+	// text is the reference as written, like "steps.fetch.output" or "inptu".
+	text string
+	// step is the block id of a steps.<id> reference, else "".
+	step string
+	// problem says why the reference cannot resolve whatever the graph; "" when it may.
+	problem    string
+	didYouMean string
+}
+
+type refVisitor struct {
+	refs    []reference
+	callees map[ast.Node]bool
+	locals  map[string]bool
+}
+
+// Visit records member references at once; bare identifiers are judged in finish, when the
+// whole tree has shown which names are callees or let-bound locals.
+func (v *refVisitor) Visit(node *ast.Node) {
+	switch n := (*node).(type) {
+	case *ast.CallNode:
+		v.callees[n.Callee] = true
+	case *ast.VariableDeclaratorNode:
+		v.locals[n.Name] = true
+	case *ast.MemberNode:
+		v.member(n)
+	case *ast.IdentifierNode:
+		v.refs = append(v.refs, reference{text: n.Value, problem: "ident"})
+	}
+}
+
+// member records steps.<id>, steps.<id>.output, run.<x> and workflow.<x> references.
+func (v *refVisitor) member(n *ast.MemberNode) {
+	root, ok := n.Node.(*ast.IdentifierNode)
+	if ok {
+		prop, isStr := n.Property.(*ast.StringNode)
+		switch root.Value {
+		case scopeSteps:
+			if isStr {
+				v.refs = append(v.refs, reference{text: "steps." + prop.Value, step: prop.Value})
+			}
+		case scopeRun:
+			if isStr && prop.Value != "id" {
+				v.refs = append(v.refs, reference{text: "run." + prop.Value, problem: "run has only id: use run.id.", didYouMean: "run.id"})
+			}
+		case scopeWorkflow:
+			if isStr && prop.Value != "id" {
+				v.refs = append(v.refs, reference{text: "workflow." + prop.Value, problem: "workflow has only id: use workflow.id.", didYouMean: "workflow.id"})
+			}
+		}
+		return
+	}
+	// steps.<id>.<x>: only output is there.
+	inner, ok := n.Node.(*ast.MemberNode)
+	if !ok {
+		return
+	}
+	root, ok = inner.Node.(*ast.IdentifierNode)
+	if !ok || root.Value != scopeSteps {
+		return
+	}
+	id, ok1 := inner.Property.(*ast.StringNode)
+	prop, ok2 := n.Property.(*ast.StringNode)
+	if ok1 && ok2 && prop.Value != "output" {
+		text := "steps." + id.Value + "." + prop.Value
+		v.refs = append(v.refs, reference{text: text, problem: fmt.Sprintf("a step has only output: use steps.%s.output.%s.", id.Value, prop.Value),
+			didYouMean: "steps." + id.Value + ".output"})
+	}
+}
+
+// finish judges the bare identifiers now that callees and locals are known.
+func (v *refVisitor) finish() []reference {
+	out := v.refs[:0]
+	for _, r := range v.refs {
+		if r.problem != "ident" {
+			out = append(out, r)
+			continue
+		}
+		name := r.text
+		if isRoot(name) || v.locals[name] || isCallee(v.callees, name) || name == "$env" {
+			continue
+		}
+		if _, ok := builtin.Index[name]; ok {
+			continue
+		}
+		dym := closest(name, scopeRoots())
+		out = append(out, reference{text: name,
+			problem:    fmt.Sprintf("%q is not in scope: templates can use input, steps.<block_id>.output, run.id and workflow.id.", name),
+			didYouMean: dym})
+	}
+	return out
+}
+
+func isRoot(name string) bool {
+	for _, r := range scopeRoots() {
+		if r == name {
+			return true
+		}
+	}
+	return false
+}
+
+func isCallee(callees map[ast.Node]bool, name string) bool {
+	for n := range callees {
+		if id, ok := n.(*ast.IdentifierNode); ok && id.Value == name {
+			return true
+		}
+	}
+	return false
+}
+
+// references parses src and returns its judged references.
+func references(src string) ([]reference, error) {
+	tree, err := parseTree(src)
+	if err != nil {
+		return nil, err
+	}
+	v := &refVisitor{callees: map[ast.Node]bool{}, locals: map[string]bool{}}
+	ast.Walk(&tree.Node, v)
+	return v.finish(), nil
+}
+
+func parseTree(src string) (*parser.Tree, error) {
+	if strings.TrimSpace(src) == "" {
+		return nil, errors.New("the expression is empty")
+	}
+	tree, err := parser.ParseWithConfig(src, conf.CreateNew())
+	if err != nil {
+		var fe *file.Error
+		if errors.As(err, &fe) {
+			return nil, fmt.Errorf("%s (at column %d)", fe.Message, fe.Column+1)
+		}
+		return nil, err
+	}
+	return tree, nil
+}
