@@ -93,7 +93,9 @@ func (r *WorkflowRepository) List(_ context.Context, organizationID string, afte
 		all = append(all, workflow.Summary{ID: w.ID(), Name: w.Name(), Description: w.Description(),
 			Version: w.Version(), CreatedAt: w.CreatedAt(), UpdatedAt: w.UpdatedAt()})
 	}
-	sort.Slice(all, func(i, j int) bool { return newer(all[i].CreatedAt.UnixNano(), all[i].ID, all[j].CreatedAt.UnixNano(), all[j].ID) })
+	sort.Slice(all, func(i, j int) bool {
+		return newer(all[i].CreatedAt.UnixNano(), all[i].ID, all[j].CreatedAt.UnixNano(), all[j].ID)
+	})
 	out := make([]workflow.Summary, 0, limit)
 	for _, s := range all {
 		if after != nil && !newer(after.CreatedAt.UnixNano(), after.ID, s.CreatedAt.UnixNano(), s.ID) {
