@@ -6,6 +6,7 @@ require (
 	connectrpc.com/connect v1.21.1
 	connectrpc.com/otelconnect v0.10.0
 	github.com/exaring/otelpgx v0.13.0
+	github.com/go-redis/redis_rate/v10 v10.0.1
 	github.com/gorilla/mux v1.8.1
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/oklog/ulid/v2 v2.1.2
