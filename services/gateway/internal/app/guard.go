@@ -1,5 +1,5 @@
 // Package app holds the gateway's use of its peers: the port through which the guard turns
-// client credentials into an identity.
+// client credentials into an identity, and the rate limiter it then takes a token from.
 package app
 
 import (

@@ -15,8 +15,11 @@ import (
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
 	"svc.dev/libs/httpclient"
+	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/adapters/identityclient"
+	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	"svc.dev/services/gateway/internal/app"
 	httpport "svc.dev/services/gateway/internal/ports/http"
 )
 
@@ -33,7 +36,10 @@ type Config struct {
 	AdminAddr string
 	// Peers maps each service to its base URL.
 	Peers map[httpport.Peer]string
-	Base  boot.Config
+	// RateLimitPerMinute is the capacity and the per-minute refill of each (organization,
+	// principal) bucket.
+	RateLimitPerMinute int
+	Base               boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -49,7 +55,8 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 			httpport.Scheduler:    r.URL("SVC_SCHEDULER_URL", "http://127.0.0.1:8084", "http", "https"),
 			httpport.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
 		},
-		Base: boot.ReadConfig(r, needs()),
+		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
+		Base:               boot.ReadConfig(r, needs()),
 	}
 	return cfg, r.Err()
 }
@@ -87,7 +94,11 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		Telemetry: base.Tel, Service: Name, Timeout: 5 * time.Second,
 	})
 	resolver := identityclient.New(resolveHTTP.HTTP(), resolveHTTP.BaseURL(), connect.WithInterceptors(base.RPCInterceptors()...))
-	gw := httpport.NewGateway(log, resolver, upstreams)
+	// Token buckets in Redis; in process, per replica, while Redis fails (libs/ratelimit).
+	limiter := ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter})
+	buckets := app.CountRefusals(
+		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute)), base.Tel.Meter)
+	gw := httpport.NewGateway(log, resolver, buckets, upstreams)
 
 	// The gateway's own /ready: Redis (token buckets) and identity (the guard).
 	base.Checks["identity"] = func(ctx context.Context) error {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"strconv"
 	"time"
 
 	"svc.dev/libs/buildinfo"
@@ -30,18 +31,22 @@ type Upstream struct {
 type Gateway struct {
 	log      *slog.Logger
 	resolver app.Resolver
+	limiter  app.RateLimiter
 	routes   []route
 	proxies  map[Peer]*httputil.ReverseProxy
 	health   http.Handler
 }
 
 // NewGateway returns the gateway for the given peers; every peer of the routing table must be
-// present.
-func NewGateway(log *slog.Logger, resolver app.Resolver, upstreams map[Peer]Upstream) *Gateway {
+// present. Each guarded request takes a token from limiter.
+func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter, upstreams map[Peer]Upstream) *Gateway {
 	if resolver == nil {
 		panic("nil resolver")
 	}
-	g := &Gateway{log: log, resolver: resolver, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
+	if limiter == nil {
+		panic("nil rate limiter")
+	}
+	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
 		health: web.Health(buildinfo.Version())}
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
@@ -63,9 +68,19 @@ func (g *Gateway) newProxy(peer Peer, up Upstream) *httputil.ReverseProxy {
 			pr.Out.Host = pr.In.Host
 		},
 		// The gateway already put the request id on the response; the service echoes the same
-		// id, and keeping both would send the header twice.
+		// id, and keeping both would send the header twice. Likewise on guarded routes the
+		// gateway's bucket is the one the client is limited by, and a service's own
+		// RateLimit-* headers would contradict it.
 		ModifyResponse: func(resp *http.Response) error {
 			resp.Header.Del(web.RequestIDHeader)
+			if resp.Request == nil {
+				return nil
+			}
+			if _, guarded := internalauth.FromContext(resp.Request.Context()); guarded {
+				for _, h := range [...]string{headerLimit, headerRemaining, headerReset} {
+					resp.Header.Del(h)
+				}
+			}
 			return nil
 		},
 		Transport:     up.Transport,
@@ -81,8 +96,9 @@ func (g *Gateway) newProxy(peer Peer, up Upstream) *httputil.ReverseProxy {
 	}
 }
 
-// ServeHTTP runs the guard, then routes. Order matters (contract §0): without valid
-// credentials a guarded path is 401 whether or not any route has it.
+// ServeHTTP runs the guard and the rate limit, then routes. Order matters (contract §0):
+// without valid credentials a guarded path is 401 whether or not any route has it, and a
+// request to an unknown route still spends a token.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := cleanPath(r.URL.Path)
 	if p != r.URL.Path {
@@ -99,6 +115,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !isOpen(g.routes, p) {
 		id, ok := g.guard(w, r)
 		if !ok {
+			return
+		}
+		if !g.limit(w, r, id) {
 			return
 		}
 		// The service gets the signed identity instead of the raw credentials.
@@ -147,6 +166,40 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 		return internalauth.Identity{}, false
 	}
 	return res.Identity, true
+}
+
+// The headers of contract §0 on every guarded response.
+const (
+	headerLimit     = "RateLimit-Limit"
+	headerRemaining = "RateLimit-Remaining"
+	headerReset     = "RateLimit-Reset"
+)
+
+// limit takes one token from the bucket of (organization, principal) and puts the bucket's
+// state on the response, whatever answers it next: the service, a 404, a 413 or this 429.
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, id internalauth.Identity) bool {
+	res := g.limiter.Allow(r.Context(), app.BucketKey(id))
+	h := w.Header()
+	h.Set(headerLimit, strconv.Itoa(res.Limit))
+	h.Set(headerRemaining, strconv.Itoa(res.Remaining))
+	h.Set(headerReset, strconv.FormatInt(ceilDiv(res.ResetAfter, time.Second), 10))
+	if res.Allowed {
+		return true
+	}
+	retryMs := max(ceilDiv(res.RetryAfter, time.Millisecond), 1)
+	h.Set("Retry-After", strconv.FormatInt(max(ceilDiv(res.RetryAfter, time.Second), 1), 10))
+	web.WriteJSON(w, http.StatusTooManyRequests,
+		errs.Newf(errs.RateLimited, "rate limit reached for this principal; retry in %d ms", retryMs).
+			With("retryAfterMs", retryMs).Body())
+	return false
+}
+
+// ceilDiv is d in units, rounded up; 0 for d <= 0.
+func ceilDiv(d, unit time.Duration) int64 {
+	if d <= 0 {
+		return 0
+	}
+	return int64((d + unit - 1) / unit)
 }
 
 // bufferBody reads a body of unknown length (chunked) into memory so that one over limit is

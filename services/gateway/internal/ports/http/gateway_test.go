@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -25,6 +26,7 @@ import (
 	"svc.dev/libs/errs"
 	"svc.dev/libs/httpclient"
 	"svc.dev/libs/internalauth"
+	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/telemetry"
 	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/app"
@@ -128,8 +130,24 @@ func (p *peerService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	})
 	p.mu.Unlock()
 	w.Header().Set("X-Served-By", string(p.peer))
-	web.WriteJSON(w, http.StatusOK, map[string]string{"peer": string(p.peer)})
+	// A test can ask for a status and for headers on the reply.
+	status := http.StatusOK
+	if s, err := strconv.Atoi(r.Header.Get(testStatusHeader)); err == nil {
+		status = s
+	}
+	for _, kv := range r.Header.Values(testReplyHeader) {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			w.Header().Add(k, v)
+		}
+	}
+	web.WriteJSON(w, status, map[string]string{"peer": string(p.peer)})
 }
+
+// Request headers that make a peerService answer with a status, or with header "Name=value".
+const (
+	testStatusHeader = "X-Test-Status"
+	testReplyHeader  = "X-Test-Reply-Header"
+)
 
 func (p *peerService) Hits() []hit {
 	p.mu.Lock()
@@ -238,51 +256,58 @@ func requireNoClientCredentials(t *testing.T, h http.Header) {
 	}
 }
 
+// newTestBundle serves the gateway, with limiter as its rate limiter, in front of one fake
+// service per peer.
+func newTestBundle(t *testing.T, limiter app.RateLimiter) *testBundle {
+	t.Helper()
+	signer, err := internalauth.NewSigner(testSecret)
+	require.NoError(t, err)
+	log := slog.New(slog.DiscardHandler)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	tel := telemetry.NewWithProvider(tp)
+	b := &testBundle{
+		signer: signer,
+		resolver: &fakeResolver{answers: map[string]app.Resolution{
+			sessionToken:       {Identity: sessionIdentity},
+			"Bearer " + apiKey: {Identity: keyIdentity},
+			apiKey:             {Identity: keyIdentity},
+			cookie:             {Identity: sessionIdentity},
+			noOrgToken:         {Rejection: errs.NoActiveOrganization, Message: "set an active organization first"},
+		}},
+		peers: map[httpport.Peer]*peerService{},
+		spans: spans,
+	}
+	open := map[httpport.Peer][]string{
+		httpport.Identity: {"/api/auth/", "/api/bootstrap"},
+		httpport.Webhook:  {"/api/webhooks/"},
+	}
+	upstreams := map[httpport.Peer]httpport.Upstream{}
+	for _, peer := range allPeers {
+		ps := &peerService{peer: peer, signer: signer}
+		base := &boot.Base{Name: string(peer), Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}}
+		ps.srv = httptest.NewServer(base.Handler(boot.Routes{API: ps, OpenPrefixes: open[peer]}))
+		t.Cleanup(ps.srv.Close)
+		b.peers[peer] = ps
+		u, err := url.Parse(ps.srv.URL)
+		require.NoError(t, err)
+		// As service.NewApplication does: forwarded requests carry the client's identity
+		// or, on open routes, none.
+		c := httpclient.New(httpclient.Config{Peer: string(peer), BaseURL: ps.srv.URL, Signer: signer, Telemetry: tel})
+		upstreams[peer] = httpport.Upstream{URL: u, Transport: c.Transport()}
+	}
+	b.handler = web.Chain(httpport.NewGateway(log, b.resolver, limiter, upstreams), web.Standard(log, tel, "gateway")...)
+	b.gw = httptest.NewServer(b.handler)
+	t.Cleanup(b.gw.Close)
+	return b
+}
+
 func TestGateway(t *testing.T) {
 	t.Parallel()
 
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		signer, err := internalauth.NewSigner(testSecret)
-		require.NoError(t, err)
-		log := slog.New(slog.DiscardHandler)
-		spans := tracetest.NewSpanRecorder()
-		tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
-		tel := telemetry.NewWithProvider(tp)
-		b := &testBundle{
-			signer: signer,
-			resolver: &fakeResolver{answers: map[string]app.Resolution{
-				sessionToken:       {Identity: sessionIdentity},
-				"Bearer " + apiKey: {Identity: keyIdentity},
-				apiKey:             {Identity: keyIdentity},
-				cookie:             {Identity: sessionIdentity},
-				noOrgToken:         {Rejection: errs.NoActiveOrganization, Message: "set an active organization first"},
-			}},
-			peers: map[httpport.Peer]*peerService{},
-			spans: spans,
-		}
-		open := map[httpport.Peer][]string{
-			httpport.Identity: {"/api/auth/", "/api/bootstrap"},
-			httpport.Webhook:  {"/api/webhooks/"},
-		}
-		upstreams := map[httpport.Peer]httpport.Upstream{}
-		for _, peer := range allPeers {
-			ps := &peerService{peer: peer, signer: signer}
-			base := &boot.Base{Name: string(peer), Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}}
-			ps.srv = httptest.NewServer(base.Handler(boot.Routes{API: ps, OpenPrefixes: open[peer]}))
-			t.Cleanup(ps.srv.Close)
-			b.peers[peer] = ps
-			u, err := url.Parse(ps.srv.URL)
-			require.NoError(t, err)
-			// As service.NewApplication does: forwarded requests carry the client's identity
-			// or, on open routes, none.
-			c := httpclient.New(httpclient.Config{Peer: string(peer), BaseURL: ps.srv.URL, Signer: signer, Telemetry: tel})
-			upstreams[peer] = httpport.Upstream{URL: u, Transport: c.Transport()}
-		}
-		b.handler = web.Chain(httpport.NewGateway(log, b.resolver, upstreams), web.Standard(log, tel, "gateway")...)
-		b.gw = httptest.NewServer(b.handler)
-		t.Cleanup(b.gw.Close)
-		return b
+		return newTestBundle(t, newLocalLimiter(ratelimit.PerMinute(1_000_000), time.Now))
 	}
 
 	// ---------------------------------------------------------------------------------------
@@ -889,19 +914,30 @@ func TestNewGatewayPanicsOnMissingDependency(t *testing.T) {
 	t.Run("Complete", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		require.NotPanics(t, func() { httpport.NewGateway(log, &fakeResolver{}, b.upstreams) })
+		require.NotPanics(t, func() {
+			httpport.NewGateway(log, &fakeResolver{}, newLocalLimiter(ratelimit.PerMinute(1), time.Now), b.upstreams)
+		})
 	})
 	t.Run("NilResolver", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		require.PanicsWithValue(t, "nil resolver", func() { httpport.NewGateway(log, nil, b.upstreams) })
+		require.PanicsWithValue(t, "nil resolver", func() {
+			httpport.NewGateway(log, nil, newLocalLimiter(ratelimit.PerMinute(1), time.Now), b.upstreams)
+		})
+	})
+	t.Run("NilRateLimiter", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		require.PanicsWithValue(t, "nil rate limiter", func() { httpport.NewGateway(log, &fakeResolver{}, nil, b.upstreams) })
 	})
 	for _, p := range allPeers {
 		t.Run("Missing"+string(p), func(t *testing.T) {
 			t.Parallel()
 			b := setup(t)
 			delete(b.upstreams, p)
-			require.PanicsWithValue(t, "no upstream for "+string(p), func() { httpport.NewGateway(log, &fakeResolver{}, b.upstreams) })
+			require.PanicsWithValue(t, "no upstream for "+string(p), func() {
+				httpport.NewGateway(log, &fakeResolver{}, newLocalLimiter(ratelimit.PerMinute(1), time.Now), b.upstreams)
+			})
 		})
 	}
 }
