@@ -3,6 +3,7 @@ module svc.dev/services/workflow-editor
 go 1.26.0
 
 require (
+	connectrpc.com/connect v1.21.1
 	github.com/expr-lang/expr v1.17.8
 	github.com/gorilla/mux v1.8.1
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
@@ -11,7 +12,6 @@ require (
 )
 
 require (
-	connectrpc.com/connect v1.21.1 // indirect
 	connectrpc.com/otelconnect v0.10.0 // indirect
 	github.com/beorn7/perks v1.0.1 // indirect
 	github.com/munnerz/goautoneg v0.0.0-20191010083416-a7dc8b61c822 // indirect
@@ -36,7 +36,7 @@ require (
 	github.com/grpc-ecosystem/grpc-gateway/v2 v2.30.0 // indirect
 	github.com/jackc/pgpassfile v1.0.0 // indirect
 	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
-	github.com/jackc/pgx/v5 v5.12.0 // indirect
+	github.com/jackc/pgx/v5 v5.12.0
 	github.com/jackc/puddle/v2 v2.2.3 // indirect
 	github.com/mfridman/interpolate v0.0.2 // indirect
 	github.com/oklog/ulid/v2 v2.1.2 // indirect

@@ -4,12 +4,22 @@ package service
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
 
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
+	"svc.dev/proto/connectors"
+	"svc.dev/proto/gen/editor/v1/editorv1connect"
+	"svc.dev/services/workflow-editor/internal/adapters/postgres"
+	"svc.dev/services/workflow-editor/internal/app"
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 	httpport "svc.dev/services/workflow-editor/internal/ports/http"
+	"svc.dev/services/workflow-editor/internal/ports/rpc"
 	"svc.dev/services/workflow-editor/migrations"
 )
 
@@ -42,15 +52,28 @@ type Application struct {
 	handler http.Handler
 }
 
-// NewApplication connects the stores, applies migrations and assembles the HTTP surface.
+// NewApplication connects the stores, applies migrations and assembles the HTTP surface: the
+// public routes under /api and the editor.v1 internal API.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Application, error) {
+	entries, err := connectors.Load()
+	if err != nil {
+		return nil, err
+	}
+	catalog, err := workflow.NewCatalog(entries)
+	if err != nil {
+		return nil, fmt.Errorf("connector catalog: %w", err)
+	}
 	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: "editor", Migrations: migrations.FS, Needs: needs()}, log)
 	if err != nil {
 		return nil, err
 	}
+	application := app.New(postgres.NewWorkflowRepository(base.Pool), catalog, time.Now)
+	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
+		connect.WithInterceptors(base.RPCInterceptors()...))
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(),
+		API:          httpport.NewRouter(application, log),
 		OpenPrefixes: []string{},
+		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})
 	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil
 }

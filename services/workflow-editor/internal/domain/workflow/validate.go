@@ -287,3 +287,14 @@ func truncate(s string, n int) string {
 	}
 	return string(r[:n]) + "…"
 }
+
+// Checked is a workflow together with the problems of its definition, as readers see it.
+type Checked struct {
+	*Workflow
+	ValidationErrors []ValidationError
+}
+
+// Check validates w's definition against the catalog.
+func (c *Catalog) Check(w *Workflow) Checked {
+	return Checked{Workflow: w, ValidationErrors: c.Validate(w.Definition())}
+}
