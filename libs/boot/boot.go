@@ -81,7 +81,10 @@ type Base struct {
 	Redis  *redis.Client
 	Keys   redisx.Keys
 	Signer internalauth.Signer
-	Checks map[string]web.Check
+	// Checks must pass for /ready to answer 200; a failing Optional check only marks the
+	// service degraded.
+	Checks   map[string]web.Check
+	Optional map[string]web.Check
 	drain  time.Duration
 }
 
@@ -95,7 +98,7 @@ func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Bas
 	if err != nil {
 		return nil, err
 	}
-	b = &Base{Name: spec.Name, Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}, drain: cfg.Drain}
+	b = &Base{Name: spec.Name, Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}, Optional: map[string]web.Check{}, drain: cfg.Drain}
 	defer func() {
 		if err != nil {
 			b.Close()
@@ -142,7 +145,7 @@ type Routes struct {
 func (b *Base) Handler(routes Routes) http.Handler {
 	mux := web.NewRouter()
 	mux.Handle("/health", web.Health(buildinfo.Version())).Methods(http.MethodGet, http.MethodHead)
-	mux.Handle("/ready", web.Ready(2*time.Second, b.Checks)).Methods(http.MethodGet, http.MethodHead)
+	mux.Handle("/ready", web.ReadyWithOptional(2*time.Second, b.Checks, b.Optional)).Methods(http.MethodGet, http.MethodHead)
 	mux.Handle("/metrics", b.Tel.Metrics).Methods(http.MethodGet)
 	require := b.Signer.Require(time.Now)
 	for prefix, h := range routes.RPC {

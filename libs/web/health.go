@@ -21,27 +21,43 @@ type Check func(ctx context.Context) error
 // "checks":{...}} when all pass or 503 {"status":"unavailable","checks":{...}} naming the
 // failing ones. Failure text stays generic: /ready is unauthenticated.
 func Ready(timeout time.Duration, checks map[string]Check) http.HandlerFunc {
+	return ReadyWithOptional(timeout, checks, nil)
+}
+
+// ReadyWithOptional is Ready for a service that keeps serving, degraded, without some
+// dependencies: a failing optional check is reported ("status":"degraded", still 200), so
+// that an orchestrator does not take every replica out of service for it.
+func ReadyWithOptional(timeout time.Duration, required, optional map[string]Check) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		ctx, cancel := context.WithTimeout(r.Context(), timeout)
 		defer cancel()
-		results := make(map[string]string, len(checks))
+		results := map[string]string{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
-		for name, check := range checks {
-			wg.Go(func() {
-				res := "ok"
-				if err := check(ctx); err != nil {
-					res = "unavailable"
-				}
-				mu.Lock()
-				results[name] = res
-				mu.Unlock()
-			})
+		run := func(checks map[string]Check) {
+			for name, check := range checks {
+				wg.Go(func() {
+					res := "ok"
+					if err := check(ctx); err != nil {
+						res = "unavailable"
+					}
+					mu.Lock()
+					results[name] = res
+					mu.Unlock()
+				})
+			}
 		}
+		run(required)
+		run(optional)
 		wg.Wait()
 		status, code := "ok", http.StatusOK
-		for _, res := range results {
-			if res != "ok" {
+		for name := range optional {
+			if results[name] != "ok" {
+				status = "degraded"
+			}
+		}
+		for name := range required {
+			if results[name] != "ok" {
 				status, code = "unavailable", http.StatusServiceUnavailable
 			}
 		}

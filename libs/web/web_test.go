@@ -119,3 +119,24 @@ func FuzzDecode(f *testing.F) {
 		_ = err
 	})
 }
+
+func TestReadyWithOptional(t *testing.T) {
+	t.Parallel()
+	ok := func(context.Context) error { return nil }
+	down := func(context.Context) error { return errors.New("refused") }
+	for _, tc := range []struct {
+		name               string
+		required, optional map[string]web.Check
+		status             int
+		want               string
+	}{
+		{"AllUp", map[string]web.Check{"identity": ok}, map[string]web.Check{"redis": ok}, 200, `{"status":"ok","checks":{"identity":"ok","redis":"ok"}}`},
+		{"OptionalDown", map[string]web.Check{"identity": ok}, map[string]web.Check{"redis": down}, 200, `{"status":"degraded","checks":{"identity":"ok","redis":"unavailable"}}`},
+		{"RequiredDown", map[string]web.Check{"identity": down}, map[string]web.Check{"redis": down}, 503, `{"status":"unavailable","checks":{"identity":"unavailable","redis":"unavailable"}}`},
+	} {
+		rec := httptest.NewRecorder()
+		web.ReadyWithOptional(time.Second, tc.required, tc.optional).ServeHTTP(rec, httptest.NewRequest("GET", "/ready", nil))
+		require.Equal(t, tc.status, rec.Code, tc.name)
+		require.JSONEq(t, tc.want, rec.Body.String(), tc.name)
+	}
+}

@@ -100,7 +100,11 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute)), base.Tel.Meter)
 	gw := httpport.NewGateway(log, resolver, buckets, upstreams)
 
-	// The gateway's own /ready: Redis (token buckets) and identity (the guard).
+	// The gateway's own /ready: identity (the guard) is required. Redis is not: without it the
+	// gateway limits in process and keeps serving, so a Redis outage marks it degraded rather
+	// than taking every replica out of service.
+	base.Optional["redis"] = base.Checks["redis"]
+	delete(base.Checks, "redis")
 	base.Checks["identity"] = func(ctx context.Context) error {
 		return clients[httpport.Identity].Do(ctx, http.MethodGet, "/health", nil, nil)
 	}
