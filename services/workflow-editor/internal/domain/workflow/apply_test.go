@@ -246,3 +246,15 @@ func TestDefinitionJSON(t *testing.T) {
 	require.NoError(t, err)
 	require.JSONEq(t, `{"blocks":[],"edges":[]}`, string(empty))
 }
+
+// Values Postgres cannot store are refused as invalid params, never a 500 later.
+func TestUnstorableValues(t *testing.T) {
+	t.Parallel()
+	c := catalog(t)
+	for _, params := range []string{`{"value":"a\u0000b"}`, `{"value":{"k":[1,1e999]}}`} {
+		out := c.Apply(workflow.Definition{}, ops(t, `[{"operation_type":"add","block_id":"x","type":"transform","params":`+params+`}]`))
+		require.Len(t, out.Skipped, 1, params)
+		require.Equal(t, workflow.ReasonInvalidParam, out.Skipped[0].ReasonCode)
+		require.Contains(t, out.Skipped[0].Hint.Pointer, "/params/value")
+	}
+}

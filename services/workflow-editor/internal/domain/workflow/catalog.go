@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -197,6 +198,10 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "string",
 			detail: "strings may not contain the NUL character (U+0000)"}
 	}
+	if ptr, ok := findHugeNumber(params, ""); ok {
+		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number",
+			detail: "numbers must fit a 64-bit float (about ±1.8e308)"}
+	}
 	if present := presentOf(params, k.exactlyOne); len(present) > 1 {
 		return &paramViolation{code: ReasonInvalidParam, name: present[1], pointer: "/" + escapePointer(present[1]), rule: "oneOf",
 			detail: fmt.Sprintf("set exactly one of %s, but %s are set", listOf(k.exactlyOne, 10), listOf(present, 10)),
@@ -337,6 +342,29 @@ func findNUL(v any, ptr string) (string, bool) {
 	case []any:
 		for i, e := range x {
 			if found, ok := findNUL(e, fmt.Sprintf("%s/%d", ptr, i)); ok {
+				return found, true
+			}
+		}
+	}
+	return "", false
+}
+
+// findHugeNumber returns the pointer of the first number outside the float64 range, which
+// Postgres cannot be relied on to store and no connector can use.
+func findHugeNumber(v any, ptr string) (string, bool) {
+	switch x := v.(type) {
+	case json.Number:
+		_, err := strconv.ParseFloat(string(x), 64)
+		return ptr, err != nil
+	case map[string]any:
+		for _, k := range sortedKeys(x) {
+			if found, ok := findHugeNumber(x[k], ptr+"/"+escapePointer(k)); ok {
+				return found, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if found, ok := findHugeNumber(e, fmt.Sprintf("%s/%d", ptr, i)); ok {
 				return found, true
 			}
 		}
