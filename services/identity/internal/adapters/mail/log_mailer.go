@@ -1,0 +1,32 @@
+// Package mail holds identity's mail adapters. LogMailer is the development one: it writes
+// each mail's link to the log at info level instead of sending it. The link is the only place
+// a reset token ever appears; an SMTP adapter would implement the same port.
+package mail
+
+import (
+	"context"
+	"log/slog"
+)
+
+// LogMailer implements port.Mailer by logging.
+type LogMailer struct{ log *slog.Logger }
+
+// NewLogMailer returns the mailer.
+func NewLogMailer(log *slog.Logger) *LogMailer {
+	if log == nil {
+		panic("nil logger")
+	}
+	return &LogMailer{log: log}
+}
+
+// SendPasswordReset logs the reset link for email.
+func (m *LogMailer) SendPasswordReset(ctx context.Context, email, link string) error {
+	m.log.InfoContext(ctx, "mail: password reset (dev mailer: not sent)", "to", email, "link", link)
+	return nil
+}
+
+// SendInvitation logs the invitation link for email.
+func (m *LogMailer) SendInvitation(ctx context.Context, email, organizationName, link string) error {
+	m.log.InfoContext(ctx, "mail: invitation (dev mailer: not sent)", "to", email, "organization", organizationName, "link", link)
+	return nil
+}

@@ -1,0 +1,14 @@
+package memory_test
+
+import (
+	"testing"
+
+	"svc.dev/services/identity/internal/adapters/adaptertest"
+	"svc.dev/services/identity/internal/adapters/memory"
+	"svc.dev/services/identity/internal/app/port"
+)
+
+func TestStoreContract(t *testing.T) {
+	t.Parallel()
+	adaptertest.Run(t, func(*testing.T) port.Repositories { return memory.NewStore().Repositories() })
+}

@@ -1,0 +1,3 @@
+// Package query holds identity's read-only use cases, one file each: who the caller is, the
+// gateway's credential resolution, and listings of organizations, members and API keys.
+package query

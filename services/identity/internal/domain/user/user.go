@@ -1,0 +1,139 @@
+// Package user models a person who signs in: their address, name and password credential, and
+// the rules a password must follow. A password change can ask for every session of the user
+// to be revoked; the repository applies that in the same transaction as the new password.
+package user
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/mail"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"svc.dev/libs/wire"
+)
+
+// The errors of users and their passwords.
+var (
+	ErrNotFound         = errors.New("user not found")
+	ErrEmailTaken       = errors.New("a user with this email already exists")
+	ErrInvalidEmail     = errors.New("email must be a valid address")
+	ErrInvalidName      = errors.New("name must be at most 100 characters")
+	ErrPasswordTooShort = fmt.Errorf("password must be at least %d characters", MinPasswordLength)
+	ErrPasswordTooLong  = fmt.Errorf("password must be at most %d characters", MaxPasswordLength)
+)
+
+// The password length rule of contract §1, counted in characters.
+const (
+	MinPasswordLength = 8
+	MaxPasswordLength = 128
+)
+
+// CheckPassword enforces the length rule.
+func CheckPassword(p string) error {
+	switch n := utf8.RuneCountInString(p); {
+	case n < MinPasswordLength:
+		return ErrPasswordTooShort
+	case n > MaxPasswordLength:
+		return ErrPasswordTooLong
+	}
+	return nil
+}
+
+// NormalizeEmail trims and lower-cases an address and checks that it is one: the address is
+// the user's sign-in name, so "A@x.io" and "a@x.io" are the same person.
+func NormalizeEmail(raw string) (string, error) {
+	e := strings.ToLower(strings.TrimSpace(raw))
+	if e == "" || len(e) > 254 || strings.ContainsAny(e, " <>\"") {
+		return "", ErrInvalidEmail
+	}
+	addr, err := mail.ParseAddress(e)
+	if err != nil || addr.Address != e {
+		return "", ErrInvalidEmail
+	}
+	at := strings.LastIndexByte(e, '@')
+	if at < 1 || at == len(e)-1 {
+		return "", ErrInvalidEmail
+	}
+	return e, nil
+}
+
+// User is a person with a password credential.
+type User struct {
+	id            string
+	email         string
+	name          string
+	emailVerified bool
+	passwordHash  string
+	createdAt     time.Time
+	updatedAt     time.Time
+	// revokeSessions asks the repository to delete every session of the user when it saves.
+	revokeSessions bool
+}
+
+// New validates a new user. passwordHash is the encoded hash of the already checked password.
+func New(email, name, passwordHash string, now time.Time) (*User, error) {
+	e, err := NormalizeEmail(email)
+	if err != nil {
+		return nil, err
+	}
+	name = strings.TrimSpace(name)
+	if utf8.RuneCountInString(name) > 100 {
+		return nil, ErrInvalidName
+	}
+	if passwordHash == "" {
+		return nil, errors.New("user: empty password hash")
+	}
+	now = now.UTC().Truncate(time.Millisecond)
+	return &User{id: wire.NewID(wire.User), email: e, name: name, passwordHash: passwordHash, createdAt: now, updatedAt: now}, nil
+}
+
+// UnmarshalFromDatabase rebuilds a stored user. Only adapters call it; it is not a constructor.
+func UnmarshalFromDatabase(id, email, name string, emailVerified bool, passwordHash string, createdAt, updatedAt time.Time) *User {
+	return &User{id: id, email: email, name: name, emailVerified: emailVerified, passwordHash: passwordHash,
+		createdAt: createdAt.UTC(), updatedAt: updatedAt.UTC()}
+}
+
+// ID is the user's id.
+func (u *User) ID() string { return u.id }
+
+// Email is the normalised address.
+func (u *User) Email() string { return u.email }
+
+// Name is the display name, possibly empty.
+func (u *User) Name() string { return u.name }
+
+// EmailVerified reports whether the address was confirmed (never, today: there is no mail loop).
+func (u *User) EmailVerified() bool { return u.emailVerified }
+
+// PasswordHash is the encoded hash of the password credential.
+func (u *User) PasswordHash() string { return u.passwordHash }
+
+// CreatedAt is when the user signed up.
+func (u *User) CreatedAt() time.Time { return u.createdAt }
+
+// UpdatedAt is when the user last changed.
+func (u *User) UpdatedAt() time.Time { return u.updatedAt }
+
+// RevokesSessions reports whether saving the user must delete all of its sessions.
+func (u *User) RevokesSessions() bool { return u.revokeSessions }
+
+// ChangePassword replaces the credential. With revokeSessions every session of the user dies
+// in the same transaction: a password reset signs out all devices, and a change that asks to
+// revoke the others does too (the caller then starts a fresh session).
+func (u *User) ChangePassword(passwordHash string, revokeSessions bool, now time.Time) {
+	u.passwordHash = passwordHash
+	u.revokeSessions = u.revokeSessions || revokeSessions
+	u.updatedAt = now.UTC().Truncate(time.Millisecond)
+}
+
+// Repository stores users.
+type Repository interface {
+	Get(ctx context.Context, id string) (*User, error)
+	ByEmail(ctx context.Context, email string) (*User, error)
+	// Update loads the user under a row lock, applies updateFunc and saves the result (and
+	// revokes its sessions when asked) in one transaction.
+	Update(ctx context.Context, id string, updateFunc func(ctx context.Context, u *User) error) error
+}
