@@ -47,7 +47,7 @@ type response struct {
 	Raw    string
 }
 
-func start(t *testing.T) *system {
+func start(t testing.TB) *system {
 	t.Helper()
 	secret := strings.Repeat("s", 32)
 	cfg := service.Config{Addr: ":0", Base: boot.Config{
@@ -67,17 +67,17 @@ func start(t *testing.T) *system {
 }
 
 // setup gives each subtest its own organization on the shared system.
-func (s *system) setup(t *testing.T) *testBundle {
+func (s *system) setup(t testing.TB) *testBundle {
 	t.Helper()
 	return &testBundle{sys: s, org: wire.NewID(wire.Organization)}
 }
 
-func (b *testBundle) do(t *testing.T, method, path string, body any, hdr ...string) response {
+func (b *testBundle) do(t testing.TB, method, path string, body any, hdr ...string) response {
 	t.Helper()
 	return b.doAs(t, b.org, method, path, body, hdr...)
 }
 
-func (b *testBundle) doAs(t *testing.T, org, method, path string, body any, hdr ...string) response {
+func (b *testBundle) doAs(t testing.TB, org, method, path string, body any, hdr ...string) response {
 	t.Helper()
 	var rd io.Reader
 	switch v := body.(type) {
@@ -109,7 +109,7 @@ func (b *testBundle) doAs(t *testing.T, org, method, path string, body any, hdr 
 }
 
 // create makes a workflow with a trigger and returns its id.
-func (b *testBundle) create(t *testing.T, name string, definition any) string {
+func (b *testBundle) create(t testing.TB, name string, definition any) string {
 	t.Helper()
 	body := map[string]any{"name": name}
 	if definition != nil {
@@ -120,12 +120,12 @@ func (b *testBundle) create(t *testing.T, name string, definition any) string {
 	return r.Body["id"].(string)
 }
 
-func (b *testBundle) ops(t *testing.T, id string, ops string, hdr ...string) response {
+func (b *testBundle) ops(t testing.TB, id string, ops string, hdr ...string) response {
 	t.Helper()
 	return b.do(t, "POST", "/api/workflows/"+id+"/operations", `{"ops":`+ops+`}`, hdr...)
 }
 
-func skipped(t *testing.T, r response) []map[string]any {
+func skipped(t testing.TB, r response) []map[string]any {
 	t.Helper()
 	require.Equal(t, http.StatusOK, r.Status, r.Raw)
 	items, ok := r.Body["skipped_items"].([]any)
@@ -137,7 +137,7 @@ func skipped(t *testing.T, r response) []map[string]any {
 	return out
 }
 
-func validationCodes(t *testing.T, r response) map[string]map[string]any {
+func validationCodes(t testing.TB, r response) map[string]map[string]any {
 	t.Helper()
 	items, ok := r.Body["validation_errors"].([]any)
 	require.True(t, ok, r.Raw)
@@ -151,7 +151,7 @@ func validationCodes(t *testing.T, r response) map[string]map[string]any {
 	return out
 }
 
-func version(t *testing.T, r response) int {
+func version(t testing.TB, r response) int {
 	t.Helper()
 	v, ok := r.Body["version"].(float64)
 	require.True(t, ok, r.Raw)

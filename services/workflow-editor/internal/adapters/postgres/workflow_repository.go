@@ -9,7 +9,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -62,7 +61,7 @@ const (
 
 // Add stores a new workflow.
 func (r *WorkflowRepository) Add(ctx context.Context, w *workflow.Workflow) error {
-	def, err := json.Marshal(w.Definition())
+	def, err := w.Definition().MarshalJSON() // not json.Marshal, which would scan the output once more
 	if err != nil {
 		return fmt.Errorf("add workflow: %w", err)
 	}
@@ -134,7 +133,7 @@ func (r *WorkflowRepository) Update(ctx context.Context, organizationID, id stri
 		if updated == nil || updated.Version() == loaded {
 			return nil
 		}
-		def, err := json.Marshal(updated.Definition())
+		def, err := updated.Definition().MarshalJSON()
 		if err != nil {
 			return err
 		}

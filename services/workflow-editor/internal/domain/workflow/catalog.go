@@ -27,6 +27,7 @@ type Catalog struct {
 	types   []string
 	entries []connectors.Entry
 	printer *message.Printer
+	exprs   *exprCache
 }
 
 // Connector is one registered block type.
@@ -50,7 +51,7 @@ type paramInfo struct {
 // NewCatalog compiles entries. A schema that does not compile is an error: the catalog is
 // data shipped with the binary, so that is a bug its own test catches first.
 func NewCatalog(entries []connectors.Entry) (*Catalog, error) {
-	c := &Catalog{byType: map[string]*Connector{}, entries: entries, printer: message.NewPrinter(language.English)}
+	c := &Catalog{byType: map[string]*Connector{}, entries: entries, printer: message.NewPrinter(language.English), exprs: newExprCache()}
 	for _, e := range entries {
 		conn, err := compileConnector(e)
 		if err != nil {
@@ -395,9 +396,15 @@ func topName(ptr string) string {
 }
 
 func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+	if !strings.ContainsAny(s, "~/") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~", "~0"), "/", "~1")
 }
 
 func unescapePointer(s string) string {
-	return strings.NewReplacer("~1", "/", "~0", "~").Replace(s)
+	if !strings.Contains(s, "~") {
+		return s
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(s, "~1", "/"), "~0", "~")
 }

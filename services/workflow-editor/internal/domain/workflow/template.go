@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/builtin"
@@ -158,9 +159,55 @@ func isCallee(callees map[ast.Node]bool, name string) bool {
 	return false
 }
 
+// exprCache remembers what each expression source parsed to. Validation runs on every read
+// and write of a workflow, and a large workflow's expressions rarely change between two, so
+// parsing each only once keeps a thousand-block patch cheap. The cache is bounded: it starts
+// over when full.
+type exprCache struct {
+	mu      sync.Mutex
+	entries map[string]parsed
+	conf    *conf.Config // read-only once built; the parser never writes it
+}
+
+type parsed struct {
+	refs []reference
+	err  error
+}
+
+// The cache holds at most maxCachedExprs sources of at most maxCachedExprLen bytes each.
+const (
+	maxCachedExprs   = 20000
+	maxCachedExprLen = 2048
+)
+
+func newExprCache() *exprCache {
+	return &exprCache{entries: map[string]parsed{}, conf: conf.CreateNew()}
+}
+
 // references parses src and returns its judged references.
-func references(src string) ([]reference, error) {
-	tree, err := parseTree(src)
+func (c *exprCache) references(src string) ([]reference, error) {
+	c.mu.Lock()
+	p, ok := c.entries[src]
+	c.mu.Unlock()
+	if ok {
+		return p.refs, p.err
+	}
+	refs, err := references(src, c.conf)
+	if len(src) > maxCachedExprLen {
+		return refs, err
+	}
+	c.mu.Lock()
+	if len(c.entries) >= maxCachedExprs {
+		c.entries = map[string]parsed{}
+	}
+	c.entries[src] = parsed{refs: refs, err: err}
+	c.mu.Unlock()
+	return refs, err
+}
+
+// references parses src and returns its judged references.
+func references(src string, cfg *conf.Config) ([]reference, error) {
+	tree, err := parseTree(src, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -169,11 +216,11 @@ func references(src string) ([]reference, error) {
 	return v.finish(), nil
 }
 
-func parseTree(src string) (*parser.Tree, error) {
+func parseTree(src string, cfg *conf.Config) (*parser.Tree, error) {
 	if strings.TrimSpace(src) == "" {
 		return nil, errors.New("the expression is empty")
 	}
-	tree, err := parser.ParseWithConfig(src, conf.CreateNew())
+	tree, err := parser.ParseWithConfig(src, cfg)
 	if err != nil {
 		var fe *file.Error
 		if errors.As(err, &fe) {

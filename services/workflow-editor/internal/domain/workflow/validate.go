@@ -168,7 +168,7 @@ func (v *validator) templates(b Block, ptr string, value any) {
 
 // expression checks one expression: it parses, and every reference it makes can resolve.
 func (v *validator) expression(b Block, ptr, src, shown string) {
-	refs, err := references(src)
+	refs, err := v.cat.exprs.references(src)
 	if err != nil {
 		v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
 			Message: fmt.Sprintf("Block %q, %s: %s is not a valid expr-lang expression: %s.", b.ID, ptr, truncate(shown, 200), err)})
