@@ -85,7 +85,7 @@ type Base struct {
 	// service degraded.
 	Checks   map[string]web.Check
 	Optional map[string]web.Check
-	drain  time.Duration
+	drain    time.Duration
 }
 
 // Start builds telemetry, opens and migrates Postgres and opens Redis as spec asks.
