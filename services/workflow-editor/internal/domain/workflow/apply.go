@@ -453,6 +453,9 @@ func paramSkip(blockID string, conn *Connector, v *paramViolation) *Skip {
 		return &Skip{ReasonCode: ReasonUnknownParam, Reason: reason, Hint: v.hint}
 	default:
 		reason := fmt.Sprintf("Param %q of block %q (%s) is invalid at %s: %s (rule: %s).", v.name, blockID, conn.Type(), pointer, v.detail, v.rule)
+		if v.name == "" {
+			reason = fmt.Sprintf("The params of block %q (%s) are invalid: %s (rule: %s).", blockID, conn.Type(), v.detail, v.rule)
+		}
 		if len(v.hint.Allowed) > 0 {
 			reason += fmt.Sprintf(" Allowed: %s.", listOf(v.hint.Allowed, maxListed))
 		}

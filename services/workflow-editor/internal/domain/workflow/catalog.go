@@ -239,6 +239,9 @@ func (c *Catalog) violationOf(leaf *jsonschema.ValidationError) *paramViolation 
 		v.hint.Allowed = jsonStrings([]any{k.Want})
 	case *kind.Type:
 		v.hint.Allowed = append([]string(nil), k.Want...)
+	case *kind.DependentRequired:
+		v.pointer = ptr + "/" + escapePointer(k.Prop)
+		v.hint.Allowed = append([]string(nil), k.Missing...)
 	case *kind.AdditionalProperties:
 		if len(k.Properties) > 0 {
 			v.pointer = ptr + "/" + escapePointer(k.Properties[0])
