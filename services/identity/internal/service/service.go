@@ -1,17 +1,32 @@
 // Package service is the composition root of identity: it reads the settings, builds the
-// shared infrastructure and the service's ports, and serves them.
+// shared infrastructure, the adapters, the use cases and the service's ports, and serves them.
 package service
 
 import (
 	"context"
-
-	"connectrpc.com/connect"
+	"crypto/hmac"
+	"crypto/sha256"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"connectrpc.com/connect"
 
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
+	"svc.dev/libs/ratelimit"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
+	"svc.dev/services/identity/internal/adapters/argon"
+	"svc.dev/services/identity/internal/adapters/keyusage"
+	"svc.dev/services/identity/internal/adapters/limiter"
+	"svc.dev/services/identity/internal/adapters/mail"
+	"svc.dev/services/identity/internal/adapters/postgres"
+	"svc.dev/services/identity/internal/app"
+	"svc.dev/services/identity/internal/domain/session"
 	httpport "svc.dev/services/identity/internal/ports/http"
 	"svc.dev/services/identity/internal/ports/rpc"
 	"svc.dev/services/identity/migrations"
@@ -20,23 +35,74 @@ import (
 // Name is the service's name in logs, spans and the database's pg_stat_activity.
 const Name = "identity"
 
-// needs says which stores identity uses.
-func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: false} }
+// KeyUsageInterval is how often API key uses are written: lastRequest is at most this late.
+const KeyUsageInterval = time.Second
+
+// needs says which stores identity uses: Postgres for everything, Redis for the sign-in
+// attempt limiter.
+func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: true} }
 
 // Config is every setting identity reads.
 type Config struct {
 	Addr string
 	Base boot.Config
+	// PublicURL is the system's public base URL (SVC_PUBLIC_URL): its origin is trusted, its
+	// scheme decides the cookie's Secure attribute, and mailed links point at it.
+	PublicURL *url.URL
+	// Origins are the trusted origins: PublicURL's and SVC_TRUSTED_ORIGINS.
+	Origins httpport.Origins
+	// AuthSecret signs session cookies: SVC_AUTH_SECRET, or one derived from
+	// SVC_INTERNAL_SECRET when that is unset.
+	AuthSecret []byte
+	// Bootstrap is SVC_BOOTSTRAP=1.
+	Bootstrap bool
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	r := env.New(lookup)
 	cfg := Config{
-		Addr: r.Addr("SVC_IDENTITY_ADDR", ":8081"),
-		Base: boot.ReadConfig(r, needs()),
+		Addr:      r.Addr("SVC_IDENTITY_ADDR", ":8081"),
+		Base:      boot.ReadConfig(r, needs()),
+		Bootstrap: r.OneOf("SVC_BOOTSTRAP", "0", "0", "1") == "1",
 	}
-	return cfg, r.Err()
+	var errs []error
+	public := r.URL("SVC_PUBLIC_URL", "http://localhost:8080", "http", "https")
+	u, err := url.Parse(public)
+	if err == nil {
+		cfg.PublicURL = u
+	}
+	trusted := strings.Split(r.String("SVC_TRUSTED_ORIGINS", ""), ",")
+	if cfg.Origins, err = httpport.NewOrigins(trusted...); err != nil {
+		errs = append(errs, fmt.Errorf("setting SVC_TRUSTED_ORIGINS: %w", err))
+	} else if cfg.PublicURL != nil {
+		own, err := httpport.NewOrigins(public)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("setting SVC_PUBLIC_URL: %w", err))
+		}
+		for o := range own {
+			cfg.Origins[o] = true
+		}
+	}
+	switch secret := r.String("SVC_AUTH_SECRET", ""); {
+	case secret == "":
+		cfg.AuthSecret = DeriveAuthSecret(cfg.Base.InternalSecret)
+	case len(secret) < 32:
+		errs = append(errs, errors.New("setting SVC_AUTH_SECRET must be at least 32 bytes"))
+	default:
+		cfg.AuthSecret = []byte(secret)
+	}
+	return cfg, errors.Join(append([]error{r.Err()}, errs...)...)
+}
+
+// DeriveAuthSecret is the cookie secret used when SVC_AUTH_SECRET is unset:
+// HMAC-SHA256(SVC_INTERNAL_SECRET, "svc identity session cookie v1"). It is a separate key
+// (a leaked cookie secret says nothing about the internal one), but rotating the internal
+// secret then also invalidates every signed cookie; raw bearer tokens keep working.
+func DeriveAuthSecret(internalSecret string) []byte {
+	m := hmac.New(sha256.New, []byte(internalSecret))
+	m.Write([]byte("svc identity session cookie v1"))
+	return m.Sum(nil)
 }
 
 // Application is a started identity.
@@ -44,6 +110,7 @@ type Application struct {
 	base    *boot.Base
 	addr    string
 	handler http.Handler
+	usage   *keyusage.Recorder
 }
 
 // NewApplication connects the stores, applies migrations and assembles the HTTP surface.
@@ -52,14 +119,69 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	if err != nil {
 		return nil, err
 	}
-	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(),
+	signer, err := session.NewSigner(cfg.AuthSecret)
+	if err != nil {
+		base.Close()
+		return nil, fmt.Errorf("SVC_AUTH_SECRET: %w", err)
+	}
+
+	// --- adapters ------------------------------------------------------------------------
+	repos := postgres.Repositories(base.Pool)
+	usage := keyusage.NewRecorder(repos.Keys, KeyUsageInterval, log)
+	attempts := limiter.New(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}),
+		limiter.SignInAttempts())
+
+	// --- use cases -----------------------------------------------------------------------
+	a := app.New(app.Dependencies{
+		Repos:            repos,
+		Hasher:           argon.New(argon.DefaultParams()),
+		Mailer:           mail.NewLogMailer(log),
+		Limiter:          attempts,
+		KeyUsage:         usage,
+		ResetLink:        resetLink(cfg.PublicURL),
+		InvitationLink:   invitationLink(cfg.PublicURL),
+		BootstrapEnabled: cfg.Bootstrap,
+		Now:              time.Now,
+		Log:              log,
+	})
+
+	// Redis only backs the sign-in attempt limiter, which answers from process memory while
+	// Redis is down: its outage marks identity degraded, not unready.
+	base.Optional["redis"] = base.Checks["redis"]
+	delete(base.Checks, "redis")
+
+	// --- ports ---------------------------------------------------------------------------
+	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer}, log)
+	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, signer, log),
 		connect.WithInterceptors(base.RPCInterceptors()...))
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(),
-		OpenPrefixes: []string{"/api/auth/", "/api/bootstrap"},
+		API:          httpport.NewRouter(server),
+		OpenPrefixes: []string{"/api/auth/", httpport.BootstrapPath},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})
-	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil
+	return &Application{base: base, addr: cfg.Addr, handler: handler, usage: usage}, nil
+}
+
+// resetLink builds the mailed reset URL: redirectTo (a path or a trusted URL) with the token
+// in its query, or <public URL>/reset-password?token=... by default.
+func resetLink(public *url.URL) func(token, redirectTo string) string {
+	return func(token, redirectTo string) string {
+		target := public.JoinPath("reset-password")
+		if redirectTo != "" {
+			if ref, err := url.Parse(redirectTo); err == nil {
+				target = public.ResolveReference(ref)
+			}
+		}
+		q := target.Query()
+		q.Set("token", token)
+		target.RawQuery = q.Encode()
+		return target.String()
+	}
+}
+
+// invitationLink builds the mailed invitation URL.
+func invitationLink(public *url.URL) func(id string) string {
+	return func(id string) string { return public.JoinPath("accept-invitation", id).String() }
 }
 
 // Handler is the whole HTTP surface, for tests that serve it themselves.
@@ -68,5 +190,12 @@ func (a *Application) Handler() http.Handler { return a.handler }
 // Run serves until ctx is done, then drains in-flight requests.
 func (a *Application) Run(ctx context.Context) error { return a.base.Serve(ctx, a.addr, a.handler) }
 
-// Close releases the stores.
-func (a *Application) Close() { a.base.Close() }
+// Close writes the API key uses not written yet and releases the stores.
+func (a *Application) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := a.usage.Close(ctx); err != nil {
+		a.base.Log.Warn("api key usage lost at shutdown", "err", err)
+	}
+	a.base.Close()
+}

@@ -3,30 +3,63 @@ package rpc
 
 import (
 	"context"
+	"errors"
+	"log/slog"
 
 	"connectrpc.com/connect"
 
 	identityv1 "svc.dev/proto/gen/identity/v1"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
+	"svc.dev/services/identity/internal/app/query"
+	"svc.dev/services/identity/internal/domain/credential"
+	"svc.dev/services/identity/internal/domain/session"
 )
 
 // IdentityServer answers the gateway's Resolve calls.
-//
-// Until accounts, sessions and API keys exist (the identity issue), no credential can be
-// valid, so every request is rejected as unauthorized: the guard fails closed.
 type IdentityServer struct {
 	identityv1connect.UnimplementedIdentityServiceHandler
+	resolve query.ResolveHandler
+	signer  session.Signer
+	log     *slog.Logger
 }
 
 // NewIdentityServer returns the server.
-func NewIdentityServer() *IdentityServer { return &IdentityServer{} }
+func NewIdentityServer(resolve query.ResolveHandler, signer session.Signer, log *slog.Logger) *IdentityServer {
+	if log == nil {
+		panic("nil logger")
+	}
+	return &IdentityServer{resolve: resolve, signer: signer, log: log}
+}
 
-// Resolve turns credentials into an identity or a rejection.
-func (s *IdentityServer) Resolve(_ context.Context, _ *connect.Request[identityv1.ResolveRequest]) (*connect.Response[identityv1.ResolveResponse], error) {
-	return connect.NewResponse(&identityv1.ResolveResponse{
-		Result: &identityv1.ResolveResponse_Rejection{Rejection: &identityv1.Rejection{
-			Code:    "unauthorized",
-			Message: "no session or API key matches these credentials",
-		}},
-	}), nil
+// Resolve turns the raw credentials the gateway saw into an identity or a rejection. Bad
+// credentials are a rejection (a normal answer); only a failure of identity itself (its
+// database) is a Connect error, on which the gateway fails closed.
+func (s *IdentityServer) Resolve(ctx context.Context, req *connect.Request[identityv1.ResolveRequest]) (*connect.Response[identityv1.ResolveResponse], error) {
+	m := req.Msg
+	creds := credential.Parse(m.GetAuthorization(), m.GetCookie(), m.GetApiKey(), s.signer)
+	res, err := s.resolve.Handle(ctx, query.Resolve{Credentials: creds})
+	if err != nil {
+		// The cause stays in this log; the gateway only needs to know it must fail closed.
+		s.log.ErrorContext(ctx, "resolve failed", "err", err)
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("identity cannot resolve credentials right now"))
+	}
+	return connect.NewResponse(toResolveResponse(res)), nil
+}
+
+// toResolveResponse converts the app's resolution into the wire message.
+func toResolveResponse(r query.Resolution) *identityv1.ResolveResponse {
+	if id := r.Identity; id != nil {
+		out := &identityv1.Identity{
+			User:           &identityv1.User{Id: id.UserID, Email: id.Email},
+			OrganizationId: id.OrganizationID,
+			AuthMode:       identityv1.AuthMode_AUTH_MODE_SESSION,
+		}
+		if id.Mode == query.ModeAPIKey {
+			out.AuthMode, out.ApiKeyId = identityv1.AuthMode_AUTH_MODE_API_KEY, id.APIKeyID
+		}
+		return &identityv1.ResolveResponse{Result: &identityv1.ResolveResponse_Identity{Identity: out}}
+	}
+	return &identityv1.ResolveResponse{Result: &identityv1.ResolveResponse_Rejection{Rejection: &identityv1.Rejection{
+		Code: r.Rejection, Message: r.Message,
+	}}}
 }

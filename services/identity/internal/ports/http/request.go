@@ -1,0 +1,188 @@
+package http
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"svc.dev/services/identity/internal/app/auth"
+	"svc.dev/services/identity/internal/domain/credential"
+)
+
+// decode reads a JSON object body into v the way better-auth's routes do: members the route
+// does not know are ignored (its client sends extras such as callbackURL), an empty body is
+// an empty object, and anything that is not a JSON object, or a member of the wrong type, is
+// a VALIDATION_ERROR naming the member.
+func decode(r *http.Request, v any) error {
+	raw, err := io.ReadAll(r.Body)
+	var maxErr *http.MaxBytesError
+	if errors.As(err, &maxErr) {
+		return errTooLarge
+	}
+	if err != nil {
+		return auth.Invalid("", "the request body could not be read")
+	}
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		raw = []byte("{}")
+	}
+	if raw[0] != '{' {
+		return auth.Invalid("", "the body must be a JSON object")
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		var (
+			syntaxErr *json.SyntaxError
+			typeErr   *json.UnmarshalTypeError
+		)
+		switch {
+		case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
+			return auth.Invalid("", "the body is not valid JSON")
+		case errors.As(err, &typeErr):
+			return auth.Invalid(typeErr.Field, "must be "+kind(typeErr.Type.Kind().String())+", not "+typeErr.Value)
+		default:
+			return auth.Invalid("", err.Error())
+		}
+	}
+	return nil
+}
+
+func kind(goKind string) string {
+	switch goKind {
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "slice", "array":
+		return "an array"
+	case "map", "struct":
+		return "an object"
+	default:
+		return "a number"
+	}
+}
+
+// required reports a missing or empty string member.
+func required(field, value string) error {
+	if strings.TrimSpace(value) == "" {
+		return auth.Invalid(field, "is required")
+	}
+	return nil
+}
+
+// nullableString is a JSON member that may be absent, null or a string.
+type nullableString struct {
+	Set   bool
+	Null  bool
+	Value string
+}
+
+// UnmarshalJSON records which of the three it was.
+func (n *nullableString) UnmarshalJSON(b []byte) error {
+	n.Set = true
+	if string(b) == "null" {
+		n.Null = true
+		return nil
+	}
+	if err := json.Unmarshal(b, &n.Value); err != nil {
+		return errors.New("must be a string or null")
+	}
+	return nil
+}
+
+// credentials reads the request's Authorization, Cookie and x-api-key headers.
+func (s *Server) credentials(r *http.Request) credential.Credentials {
+	return credential.Parse(r.Header.Get("Authorization"), strings.Join(r.Header.Values("Cookie"), "; "),
+		r.Header.Get("X-Api-Key"), s.signer)
+}
+
+// clientIP is the client's address. Requests reach identity through the gateway's reverse
+// proxy, which appends the address it saw to X-Forwarded-For; that last entry is the one
+// hop we trust (earlier ones come from the client). Without the header, the peer address.
+func clientIP(r *http.Request) string {
+	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
+		last := xff[len(xff)-1]
+		if i := strings.LastIndexByte(last, ','); i >= 0 {
+			last = last[i+1:]
+		}
+		if ip := net.ParseIP(strings.TrimSpace(last)); ip != nil {
+			return ip.String()
+		}
+	}
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// Origins is the set of trusted origins.
+type Origins map[string]bool
+
+// NewOrigins normalises each origin (scheme://host[:port], default ports dropped); entries
+// that are not absolute http(s) URLs are an error naming them.
+func NewOrigins(raw ...string) (Origins, error) {
+	o := Origins{}
+	var bad []string
+	for _, r := range raw {
+		r = strings.TrimSpace(r)
+		if r == "" {
+			continue
+		}
+		n, ok := normalizeOrigin(r)
+		if !ok {
+			bad = append(bad, r)
+			continue
+		}
+		o[n] = true
+	}
+	if len(bad) > 0 {
+		return nil, errors.New("not an http(s) origin: " + strings.Join(bad, ", "))
+	}
+	return o, nil
+}
+
+func normalizeOrigin(raw string) (string, bool) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
+		return "", false
+	}
+	host, port := strings.ToLower(u.Hostname()), u.Port()
+	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		port = ""
+	}
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if port != "" {
+		host += ":" + port
+	}
+	return u.Scheme + "://" + host, true
+}
+
+// check applies contract §1's Origin rule to a mutating request: the Origin header (or, when
+// it is absent, the Referer's origin) must be a trusted origin. It holds whatever the
+// credentials: cookie, bearer token and API key alike (seed rule 9).
+func (o Origins) check(r *http.Request) error {
+	v := strings.TrimSpace(r.Header.Get("Origin"))
+	if v == "" {
+		v = strings.TrimSpace(r.Header.Get("Referer"))
+	}
+	if v == "" || v == "null" {
+		return &originError{missing: true}
+	}
+	n, ok := normalizeOrigin(v)
+	if !ok || !o[n] {
+		return &originError{}
+	}
+	return nil
+}
+
+// mutating reports whether a method needs the Origin check.
+func mutating(method string) bool {
+	return method != http.MethodGet && method != http.MethodHead && method != http.MethodOptions
+}
