@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"encoding/json"
 	"net"
 	"net/url"
 	"os"
@@ -49,4 +50,22 @@ func replaceHost(t *testing.T, raw, hostport string) string {
 	}
 	u.Host = hostport
 	return u.String()
+}
+
+func decodeAny(t *testing.T, raw string) any {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal([]byte(raw), &v); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, raw)
+	}
+	return v
+}
+
+func unescape(t *testing.T, s string) string {
+	t.Helper()
+	u, err := url.QueryUnescape(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
