@@ -414,3 +414,50 @@ func resetToken(logs, email string) string {
 	}
 	return token
 }
+
+// TestScoping: a user of organization B gets 404 for A's resources, never 403, and keys only
+// work for their own organization.
+func TestScoping(t *testing.T) {
+	t.Parallel()
+	sys := startIdentitySystem(t, nil)
+	a, b := signUp(t, sys, "scope-a"), signUp(t, sys, "scope-b")
+
+	created := a.c.post("/api/workflows", map[string]any{"name": "a-private"})
+	require.Equal(t, http.StatusCreated, created.Status, created.Raw)
+	id := created.Body["id"].(string)
+	require.Equal(t, http.StatusOK, a.c.get("/api/workflows/"+id).Status)
+
+	requireError(t, b.c.get("/api/workflows/"+id), http.StatusNotFound, "not_found")
+	requireError(t, b.c.post("/api/workflows/"+id+"/operations", map[string]any{"ops": []any{}}), http.StatusNotFound, "not_found")
+	requireError(t, b.c.do("PATCH", "/api/workflows/"+id, map[string]any{"name": "stolen"}), http.StatusNotFound, "not_found")
+	requireError(t, b.c.do("DELETE", "/api/workflows/"+id, nil), http.StatusNotFound, "not_found")
+	list := b.c.get("/api/workflows")
+	require.Equal(t, http.StatusOK, list.Status, list.Raw)
+	require.NotContains(t, list.Raw, id)
+
+	// B's API key is B's organization's: A's workflow stays invisible to it too.
+	k := b.c.post("/api/auth/api-key/create", map[string]any{"name": "b-key"})
+	require.Equal(t, http.StatusOK, k.Status, k.Raw)
+	bKey := newClient(t, sys).with(func(c *client) { c.apiKey = k.Body["key"].(string) })
+	requireError(t, bKey.get("/api/workflows/"+id), http.StatusNotFound, "not_found")
+
+	// A still sees it, unchanged.
+	got := a.c.get("/api/workflows/" + id)
+	require.Equal(t, http.StatusOK, got.Status, got.Raw)
+	require.Equal(t, "a-private", got.Body["name"])
+}
+
+// TestAuthLayerNeedsASession: key administration and session routes without credentials.
+func TestAuthLayerNeedsASession(t *testing.T) {
+	t.Parallel()
+	sys := startIdentitySystem(t, nil)
+	anon := newClient(t, sys)
+	requireCode(t, anon.get("/api/auth/api-key/list"), 401, "UNAUTHORIZED")
+	requireCode(t, anon.post("/api/auth/api-key/create", map[string]any{"name": "x"}), 401, "UNAUTHORIZED")
+	requireCode(t, anon.post("/api/auth/organization/create", map[string]any{"name": "x", "slug": "x-slug"}), 401, "UNAUTHORIZED")
+	s := anon.get("/api/auth/get-session")
+	require.Equal(t, http.StatusOK, s.Status, s.Raw)
+	require.Equal(t, "null", strings.TrimSpace(s.Raw))
+	// Fail closed: with no keys stored, no key works.
+	requireError(t, guardedProbe(anon.with(func(c *client) { c.apiKey = "svc_" + strings.Repeat("a", 64) })), http.StatusUnauthorized, "unauthorized")
+}
