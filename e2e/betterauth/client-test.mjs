@@ -61,7 +61,9 @@ function formatExchange(x) {
 // exchange exactly as it went over the wire.
 async function recordingFetch(input, init = {}) {
   const timeout = AbortSignal.timeout(REQUEST_TIMEOUT_MS);
-  const req = new Request(input, { ...init, signal: init.signal ? AbortSignal.any([init.signal, timeout]) : timeout });
+  // AbortSignal.any is Node 20.3+; Debian's own nodejs is 18, where the caller's signal alone has to do.
+  const signal = init.signal ? (AbortSignal.any ? AbortSignal.any([init.signal, timeout]) : init.signal) : timeout;
+  const req = new Request(input, { ...init, signal });
   const x = {
     method: req.method,
     url: req.url,
