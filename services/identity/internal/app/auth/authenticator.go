@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/credential"
 	"svc.dev/services/identity/internal/domain/org"
@@ -137,6 +138,9 @@ func ActiveOrganization(ctx context.Context, orgs org.Repository, rec *port.Sess
 	}
 	if id == "" {
 		return nil, org.Membership{}, ErrNoActiveOrganization
+	}
+	if !wire.ValidID(wire.Organization, id) {
+		return nil, org.Membership{}, org.ErrNotMember
 	}
 	o, err := orgs.Get(ctx, id)
 	if errors.Is(err, org.ErrNotFound) {

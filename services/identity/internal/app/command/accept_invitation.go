@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/org"
@@ -43,6 +44,9 @@ func (h AcceptInvitationHandler) Handle(ctx context.Context, cmd AcceptInvitatio
 	}
 	if cmd.InvitationID == "" {
 		return org.Invitation{}, org.Membership{}, auth.Invalid("invitationId", "is required")
+	}
+	if !wire.ValidID(wire.Invitation, cmd.InvitationID) {
+		return org.Invitation{}, org.Membership{}, org.ErrInvitationNotFound
 	}
 	orgID, err := h.orgs.InvitationOrganization(ctx, cmd.InvitationID)
 	if err != nil {

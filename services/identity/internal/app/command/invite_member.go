@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/org"
@@ -62,6 +63,9 @@ func (h InviteMemberHandler) Handle(ctx context.Context, cmd InviteMember) (org.
 	}
 	if orgID == "" {
 		return org.Invitation{}, auth.ErrNoActiveOrganization
+	}
+	if !wire.ValidID(wire.Organization, orgID) {
+		return org.Invitation{}, org.ErrNotMember
 	}
 	var (
 		inv  org.Invitation

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/domain/org"
 )
@@ -34,6 +35,9 @@ func (h LeaveOrganizationHandler) Handle(ctx context.Context, cmd LeaveOrganizat
 	}
 	if cmd.OrganizationID == "" {
 		return org.Membership{}, auth.Invalid("organizationId", "is required")
+	}
+	if !wire.ValidID(wire.Organization, cmd.OrganizationID) {
+		return org.Membership{}, org.ErrNotMember
 	}
 	var left org.Membership
 	err = h.orgs.Update(ctx, cmd.OrganizationID, func(_ context.Context, o *org.Organization) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/domain/org"
 )
@@ -44,6 +45,9 @@ func (h RemoveMemberHandler) Handle(ctx context.Context, cmd RemoveMember) (org.
 	}
 	if orgID == "" {
 		return org.Membership{}, auth.ErrNoActiveOrganization
+	}
+	if !wire.ValidID(wire.Organization, orgID) {
+		return org.Membership{}, org.ErrNotMember
 	}
 	var removed org.Membership
 	err = h.orgs.Update(ctx, orgID, func(_ context.Context, o *org.Organization) error {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/apikey"
@@ -41,6 +42,9 @@ func (h RevokeAPIKeyHandler) Handle(ctx context.Context, cmd RevokeAPIKey) error
 	}
 	if cmd.KeyID == "" {
 		return auth.Invalid("keyId", "is required")
+	}
+	if !wire.ValidID(wire.APIKey, cmd.KeyID) {
+		return apikey.ErrNotFound // not one of ours: no lookup needed
 	}
 	k, err := h.keys.Get(ctx, cmd.KeyID)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/org"
@@ -51,8 +52,14 @@ func (h SetActiveOrganizationHandler) Handle(ctx context.Context, cmd SetActiveO
 	var o *org.Organization
 	switch {
 	case cmd.OrganizationID != "":
+		if !wire.ValidID(wire.Organization, cmd.OrganizationID) {
+			return nil, org.ErrNotMember
+		}
 		o, err = h.orgs.Get(ctx, cmd.OrganizationID)
 	case cmd.Slug != "":
+		if !org.ValidSlug(cmd.Slug) {
+			return nil, org.ErrNotMember
+		}
 		o, err = h.orgs.BySlug(ctx, cmd.Slug)
 	default:
 		o, _, err = auth.ActiveOrganization(ctx, h.orgs, rec, "")

@@ -10,6 +10,7 @@ import (
 	"net/mail"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"svc.dev/libs/wire"
@@ -46,7 +47,7 @@ func CheckPassword(p string) error {
 // the user's sign-in name, so "A@x.io" and "a@x.io" are the same person.
 func NormalizeEmail(raw string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(raw))
-	if e == "" || len(e) > 254 || strings.ContainsAny(e, " <>\"") {
+	if e == "" || len(e) > 254 || strings.ContainsAny(e, " <>\"") || strings.IndexFunc(e, unicode.IsControl) >= 0 {
 		return "", ErrInvalidEmail
 	}
 	addr, err := mail.ParseAddress(e)

@@ -34,6 +34,10 @@ func decode(r *http.Request, v any) error {
 	if raw[0] != '{' {
 		return auth.Invalid("", "the body must be a JSON object")
 	}
+	// No text this service stores or looks up may hold NUL (Postgres refuses it in text).
+	if bytes.Contains(raw, []byte(`\u0000`)) {
+		return auth.Invalid("", "strings must not contain NUL characters")
+	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		var (
 			syntaxErr *json.SyntaxError
