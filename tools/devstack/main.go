@@ -258,6 +258,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 	for k, v := range eps.vars {
 		overrides[k] = v
 	}
+	// Identity trusts the public base URL's origin for mutating auth calls; when the gateway
+	// moves, the origin moves with it unless the user named one.
+	if _, ok := env["SVC_PUBLIC_URL"]; !ok {
+		overrides["SVC_PUBLIC_URL"] = publicURL
+	}
 	childEnv := mergeEnv(cfg.env, overrides)
 	if generated {
 		say("%s: generated a random one for this run", envInternalSecret)
