@@ -257,6 +257,18 @@ func TestAuthLayer(t *testing.T) {
 		require.Equal(t, http.StatusOK, lm.Status, lm.Raw)
 		require.InDelta(t, 2.0, lm.Body["total"], 0)
 
+		requireCode(t, owner.c.post("/api/auth/organization/remove-member", map[string]any{"memberIdOrEmail": owner.email}), 400, "YOU_CANNOT_LEAVE_THE_ORGANIZATION_AS_THE_ONLY_OWNER")
+
+		// Anyone but the only owner may leave.
+		leaver := signUp(t, sys, "leaver")
+		inv2 := owner.c.post("/api/auth/organization/invite-member", map[string]any{"email": leaver.email, "role": "admin"})
+		require.Equal(t, http.StatusOK, inv2.Status, inv2.Raw)
+		require.Equal(t, http.StatusOK, leaver.c.post("/api/auth/organization/accept-invitation", map[string]any{"invitationId": inv2.Body["id"]}).Status)
+		left := leaver.c.post("/api/auth/organization/leave", map[string]any{"organizationId": crew})
+		require.Equal(t, http.StatusOK, left.Status, left.Raw)
+		require.Equal(t, true, left.Body["success"])
+		requireCode(t, leaver.c.post("/api/auth/organization/set-active", map[string]any{"organizationId": crew}), 403, "USER_IS_NOT_A_MEMBER_OF_THE_ORGANIZATION")
+
 		rm := owner.c.post("/api/auth/organization/remove-member", map[string]any{"memberIdOrEmail": invitee.email})
 		require.Equal(t, http.StatusOK, rm.Status, rm.Raw)
 		// The removed member's session no longer resolves to that organization.
