@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -11,12 +12,21 @@ import (
 	"time"
 )
 
-// Target is the request a phase sends over and over, and the status that counts as success.
+// Target is the request a phase sends over and over, and the answer that counts as success.
 type Target struct {
 	Method string // GET when empty
 	URL    string
 	Header http.Header
-	Expect int // the status a correct answer has; any other is a status error
+	Body   []byte // sent with every request when set
+	// Prepare, when set, adapts request i before it leaves: i counts the phase's slots from 0,
+	// warm-up included (Phase.Requests of them). It makes requests that cannot be the same each
+	// time, e.g. signed anew or sent to a workflow of their own. Its time counts in the latency,
+	// so it must be cheap.
+	Prepare func(i int, req *http.Request)
+	Expect  int // the status a correct answer has; any other is a status error
+	// Check, when set, reads the body of an answer with the expected status; an error makes it
+	// a status error too (a 200 that did not do the work is no success).
+	Check func(body []byte) error
 }
 
 // Phase is one run of the load generator: Warmup at Rate, not recorded, then Duration at Rate,
@@ -36,9 +46,10 @@ type Stats struct {
 	AchievedRate    float64 // expected answers per second of the measured window
 	N               int     // requests scheduled in the measured window
 	TransportErrors int     // no HTTP answer: refused, reset, timed out
-	StatusErrors    int     // an answer with a status other than Target.Expect
+	StatusErrors    int     // an answer with a status other than Target.Expect, or one Target.Check refused
 	P50, P90, P99   time.Duration
 	Max             time.Duration
+	FirstError      string // what the first failed request of the measured window got, for the report
 }
 
 // Generator sends requests open-loop: each one leaves at its slot of a fixed time grid, no
@@ -99,6 +110,22 @@ type sample struct {
 	latency time.Duration // from the scheduled send time to the end of the body
 	done    time.Time
 	outcome outcome
+	detail  string // why it failed; empty for a success
+}
+
+// Requests is how many requests p sends, warm-up included: the slots of its schedule.
+func (p Phase) Requests() int {
+	n := 0
+	for p.slot(n) < p.Warmup+p.Duration {
+		n++
+	}
+	return n
+}
+
+// slot is when request i leaves, counted from the phase's start; computed from i each time so
+// rounding never accumulates.
+func (p Phase) slot(i int) time.Duration {
+	return time.Duration(float64(i) * float64(time.Second) / p.Rate)
 }
 
 // Run sends p and returns the stats of its measured part. It returns ctx's error, and no stats,
@@ -114,12 +141,8 @@ func (g *Generator) Run(ctx context.Context, p Phase) (Stats, error) {
 	if _, err := http.NewRequestWithContext(ctx, method, p.Target.URL, nil); err != nil {
 		return Stats{}, fmt.Errorf("target: %w", err)
 	}
-	// Slot i leaves at start + i/rate, computed from i each time so rounding never accumulates.
-	slot := func(i int) time.Duration { return time.Duration(float64(i) * float64(time.Second) / p.Rate) }
-	total := 0
-	for slot(total) < p.Warmup+p.Duration {
-		total++
-	}
+	slot := p.slot
+	total := p.Requests()
 	first := 0 // first measured slot
 	for slot(first) < p.Warmup {
 		first++
@@ -151,7 +174,7 @@ schedule:
 		}
 		wg.Go(func() {
 			defer func() { <-inFlight }()
-			samples[i] = g.send(ctx, method, p.Target, at)
+			samples[i] = g.send(ctx, method, p.Target, i, at)
 		})
 	}
 	wg.Wait()
@@ -161,29 +184,56 @@ schedule:
 	return summarize(samples[first:], start.Add(slot(first)), p.Duration, p.Rate), nil
 }
 
-// send makes one request and reads its answer to the end, so the connection goes back to the
+// send makes request i and reads its answer to the end, so the connection goes back to the
 // pool and the latency includes the body.
-func (g *Generator) send(ctx context.Context, method string, t Target, at time.Time) sample {
-	req, err := http.NewRequestWithContext(ctx, method, t.URL, nil)
+func (g *Generator) send(ctx context.Context, method string, t Target, i int, at time.Time) sample {
+	failed := func(err error) sample {
+		return sample{latency: time.Since(at), done: time.Now(), outcome: outcomeTransport, detail: err.Error()}
+	}
+	var body io.Reader
+	if t.Body != nil {
+		body = bytes.NewReader(t.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, t.URL, body)
 	if err != nil {
-		return sample{latency: time.Since(at), done: time.Now(), outcome: outcomeTransport}
+		return failed(err)
 	}
 	for k, vs := range t.Header {
 		req.Header[k] = vs
 	}
+	if t.Prepare != nil {
+		t.Prepare(i, req)
+	}
 	resp, err := g.client.Do(req)
 	if err != nil {
-		return sample{latency: time.Since(at), done: time.Now(), outcome: outcomeTransport}
+		return failed(err)
 	}
-	_, err = io.Copy(io.Discard, resp.Body)
+	// The body is kept only when something reads it: the check, or the report of a wrong
+	// status (its first bytes).
+	var got []byte
+	switch {
+	case resp.StatusCode != t.Expect:
+		got, err = io.ReadAll(io.LimitReader(resp.Body, 512))
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+		}
+	case t.Check != nil:
+		got, err = io.ReadAll(resp.Body)
+	default:
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
 	resp.Body.Close()
 	now := time.Now()
 	s := sample{latency: now.Sub(at), done: now, outcome: outcomeOK}
 	switch {
 	case err != nil:
-		s.outcome = outcomeTransport
+		s.outcome, s.detail = outcomeTransport, "reading the body: "+err.Error()
 	case resp.StatusCode != t.Expect:
-		s.outcome = outcomeStatus
+		s.outcome, s.detail = outcomeStatus, fmt.Sprintf("%s %s: status %d: %s", method, req.URL.Path, resp.StatusCode, got)
+	case t.Check != nil:
+		if cerr := t.Check(got); cerr != nil {
+			s.outcome, s.detail = outcomeStatus, fmt.Sprintf("%s %s: %d but %v", method, req.URL.Path, resp.StatusCode, cerr)
+		}
 	}
 	return s
 }
@@ -197,6 +247,9 @@ func summarize(samples []sample, from time.Time, d time.Duration, rate float64) 
 	window := d
 	ok := 0
 	for _, s := range samples {
+		if s.detail != "" && st.FirstError == "" {
+			st.FirstError = s.detail
+		}
 		switch s.outcome {
 		case outcomeOK:
 			ok++

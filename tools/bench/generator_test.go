@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -205,6 +209,66 @@ func TestGenerator(t *testing.T) {
 		require.NoError(t, err)
 		require.Zero(t, st.StatusErrors)
 		require.Equal(t, "POST Bearer x", got.Load())
+	})
+
+	t.Run("PreparesEachRequestAndSendsTheBody", func(t *testing.T) {
+		t.Parallel()
+		var mu sync.Mutex
+		got := map[string]string{}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			got[r.URL.Path] = r.Header.Get("X-Slot") + " " + string(b)
+			mu.Unlock()
+			_, _ = w.Write([]byte(`{"ok":true}`))
+		}))
+		t.Cleanup(srv.Close)
+		gen := NewGenerator(newHTTPClient(4), 4)
+
+		phase := Phase{
+			Target: Target{
+				Method: http.MethodPost, URL: srv.URL + "/base", Body: []byte(`{"ops":[]}`), Expect: http.StatusOK,
+				Prepare: func(i int, req *http.Request) {
+					req.URL.Path = fmt.Sprintf("/w%d", i)
+					req.Header.Set("X-Slot", strconv.Itoa(i))
+				},
+				Check: func(b []byte) error { return nil },
+			},
+			Rate: 100, Warmup: 50 * time.Millisecond, Duration: 100 * time.Millisecond,
+		}
+		require.Equal(t, 15, phase.Requests(), "warm-up included")
+		st, err := gen.Run(t.Context(), phase)
+		require.NoError(t, err)
+		require.Zero(t, st.StatusErrors)
+		require.Empty(t, st.FirstError)
+		require.Len(t, got, 15, "one path per slot")
+		require.Equal(t, `14 {"ops":[]}`, got["/w14"])
+	})
+
+	t.Run("ACheckThatFailsIsAStatusError", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, 4, 0, http.StatusOK)
+		st, err := bundle.gen.Run(t.Context(), Phase{
+			Target: Target{URL: bundle.url, Expect: http.StatusOK, Check: func(b []byte) error {
+				return fmt.Errorf("not ok: %s", b)
+			}},
+			Rate: 100, Duration: 100 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		require.Equal(t, 10, st.StatusErrors)
+		require.Zero(t, st.AchievedRate)
+		require.Contains(t, st.FirstError, `200 but not ok: {"code":"not_found"}`)
+	})
+
+	t.Run("AWrongStatusSaysWhatCame", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, 4, 0, http.StatusNotFound)
+		st, err := bundle.gen.Run(t.Context(), Phase{
+			Target: Target{URL: bundle.url + "/p", Expect: http.StatusOK},
+			Rate:   100, Duration: 100 * time.Millisecond,
+		})
+		require.NoError(t, err)
+		require.Equal(t, `GET /p: status 404: {"code":"not_found"}`, st.FirstError)
 	})
 
 	t.Run("StopsWhenTheContextEnds", func(t *testing.T) {

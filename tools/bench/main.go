@@ -6,8 +6,19 @@
 // Usage:
 //
 //	bench [-scenario gateway-proxy,guard-reject] [-duration 10s] [-rate 500]
-//	      [-no-system -url http://127.0.0.1:8080 -identity-url http://127.0.0.1:8081]
+//	      [-scenario-rate patch-100-ops=50,patch-1000-blocks=20]
+//	      [-no-system -url http://127.0.0.1:8080 -identity-url http://127.0.0.1:8081
+//	       -editor-url http://127.0.0.1:8082 -origin http://localhost:8080]
 //	      [-results bench/RESULTS.md] [-no-baseline]
+//
+// Every scenario runs at -rate, except that one with a rate of its own (the patch scenarios:
+// their requests are heavier) keeps it unless -rate is given; -scenario-rate sets one
+// scenario's rate whatever else is given.
+//
+// The system bench starts trusts the Origin http://bench.test, has a rate limit high enough
+// that no bucket empties during a run, and gets a fresh SVC_INTERNAL_SECRET that bench keeps,
+// so it can sign requests straight to a service as the gateway does. With -no-system, bench
+// signs with the SVC_INTERNAL_SECRET of its own environment, which must be the system's.
 //
 // `make bench` calls it; run it by hand as `go run ./tools/bench` from the repository root.
 package main
@@ -15,15 +26,19 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -51,19 +66,26 @@ func main() {
 const (
 	ownGatewayURL  = "http://127.0.0.1:18080"
 	ownIdentityURL = "http://127.0.0.1:18081"
+	ownEditorURL   = "http://127.0.0.1:18082"
+	// benchOrigin is the Origin of bench's auth calls; the system it starts trusts it.
+	benchOrigin = "http://bench.test"
 )
 
 // config is everything bench reads from its flags and the machine.
 type config struct {
-	root        string        // repository root: holds go.work; ../shared sits beside it
-	scenarios   []Scenario    // what to run, in order
-	duration    time.Duration // each measured phase
-	warmup      time.Duration // before each measured phase, not recorded
-	rate        float64       // requests per second of every phase
-	maxInFlight int           // bound on concurrent requests of the load generator
-	noSystem    bool          // target a running system instead of starting one
+	root        string             // repository root: holds go.work; ../shared sits beside it
+	scenarios   []Scenario         // what to run, in order
+	duration    time.Duration      // each measured phase
+	warmup      time.Duration      // before each measured phase, not recorded
+	rate        float64            // requests per second of every phase
+	rateGiven   bool               // -rate was on the command line: it beats a scenario's own rate
+	rates       map[string]float64 // -scenario-rate: per scenario, beats everything
+	maxInFlight int                // bound on concurrent requests of the load generator
+	noSystem    bool               // target a running system instead of starting one
 	gatewayURL  string
 	identityURL string
+	editorURL   string
+	origin      string // trusted by identity
 	resultsPath string // absolute
 	noBaseline  bool
 	startupWait time.Duration // how long devstack may take to build and start everything
@@ -77,9 +99,12 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	names := fs.String("scenario", "", "comma-separated scenarios to run (default: all: "+strings.Join(scenarioNames(allScenarios()), ",")+")")
 	fs.DurationVar(&cfg.duration, "duration", 10*time.Second, "length of each measured phase (after a 2s warm-up)")
 	fs.Float64Var(&cfg.rate, "rate", 500, "requests per second, sent open-loop on a fixed schedule")
+	rates := fs.String("scenario-rate", "", "comma-separated name=rate pairs: the rate of one scenario, whatever -rate says (patch-100-ops and patch-1000-blocks have 50 and 20 of their own)")
 	fs.BoolVar(&cfg.noSystem, "no-system", false, "do not start the system; target the one at -url")
 	fs.StringVar(&cfg.gatewayURL, "url", "", "gateway base URL with -no-system (default http://127.0.0.1:8080, as `make run` uses)")
 	fs.StringVar(&cfg.identityURL, "identity-url", "", "identity base URL with -no-system (default http://127.0.0.1:8081)")
+	fs.StringVar(&cfg.editorURL, "editor-url", "", "workflow-editor base URL with -no-system (default http://127.0.0.1:8082)")
+	fs.StringVar(&cfg.origin, "origin", "", "an Origin identity trusts, with -no-system (default http://localhost:8080, identity's default SVC_PUBLIC_URL)")
 	results := fs.String("results", filepath.Join("bench", "RESULTS.md"), "file the run is appended to; relative to the repository root")
 	fs.BoolVar(&cfg.noBaseline, "no-baseline", false, "skip the pgbench baseline (../shared/bench/pgbench-step.sh)")
 	fs.DurationVar(&cfg.startupWait, "startup-timeout", 5*time.Minute, "how long the system may take to build and answer /health")
@@ -95,23 +120,31 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	if cfg.rate <= 0 {
 		return config{}, fmt.Errorf("-rate must be positive, got %g", cfg.rate)
 	}
+	fs.Visit(func(f *flag.Flag) { cfg.rateGiven = cfg.rateGiven || f.Name == "rate" })
 	scenarios, err := selectScenarios(allScenarios(), *names)
 	if err != nil {
 		return config{}, err
 	}
 	cfg.scenarios = scenarios
+	if cfg.rates, err = parseRates(allScenarios(), *rates); err != nil {
+		return config{}, err
+	}
 
 	switch {
 	case cfg.noSystem:
 		cfg.gatewayURL = cmp.Or(cfg.gatewayURL, "http://127.0.0.1:8080")
 		cfg.identityURL = cmp.Or(cfg.identityURL, "http://127.0.0.1:8081")
-	case cfg.gatewayURL != "" || cfg.identityURL != "":
-		return config{}, errors.New("-url and -identity-url need -no-system: bench starts its own system otherwise")
+		cfg.editorURL = cmp.Or(cfg.editorURL, "http://127.0.0.1:8082")
+		cfg.origin = cmp.Or(cfg.origin, "http://localhost:8080")
+	case cfg.gatewayURL != "" || cfg.identityURL != "" || cfg.editorURL != "" || cfg.origin != "":
+		return config{}, errors.New("-url, -identity-url, -editor-url and -origin need -no-system: bench starts its own system otherwise")
 	default:
-		cfg.gatewayURL, cfg.identityURL = ownGatewayURL, ownIdentityURL
+		cfg.gatewayURL, cfg.identityURL, cfg.editorURL = ownGatewayURL, ownIdentityURL, ownEditorURL
+		cfg.origin = benchOrigin
 	}
 	cfg.gatewayURL = strings.TrimRight(cfg.gatewayURL, "/")
 	cfg.identityURL = strings.TrimRight(cfg.identityURL, "/")
+	cfg.editorURL = strings.TrimRight(cfg.editorURL, "/")
 	// Devstack gives each child 15s to stop, gateway first, then the backends together, then
 	// Postgres and Redis: a minute covers the worst case before bench kills what is left.
 	cfg.stopWait = time.Minute
@@ -159,11 +192,20 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	// --------------------------------------------------------------------------------------
 	// The system under test.
 
-	if !cfg.noSystem {
+	var secret string
+	if cfg.noSystem {
+		secret = os.Getenv("SVC_INTERNAL_SECRET")
+		if err := probeOK(ctx, http.DefaultClient, cfg.gatewayURL+"/health"); err != nil {
+			return fmt.Errorf("-no-system: %s/health: %w", cfg.gatewayURL, err)
+		}
+	} else {
+		if secret, err = newSecret(); err != nil {
+			return err
+		}
 		say("starting the system with devstack (gateway %s) ...", cfg.gatewayURL)
 		sys, serr := startSystem(ctx, systemSpec{
 			root:      cfg.root,
-			env:       os.Environ(),
+			env:       withEnv(os.Environ(), map[string]string{"SVC_INTERNAL_SECRET": secret}),
 			healthURL: cfg.gatewayURL + "/health",
 			timeout:   cfg.startupWait,
 			output:    stderr,
@@ -178,8 +220,6 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 			}
 		}()
 		say("system is up after %s", time.Since(began).Round(100*time.Millisecond))
-	} else if err := probeOK(ctx, http.DefaultClient, cfg.gatewayURL+"/health"); err != nil {
-		return fmt.Errorf("-no-system: %s/health: %w", cfg.gatewayURL, err)
 	}
 
 	// --------------------------------------------------------------------------------------
@@ -208,18 +248,22 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 
 	gen := NewGenerator(newHTTPClient(cfg.maxInFlight), cfg.maxInFlight)
 	env := Env{
-		GatewayURL:  cfg.gatewayURL,
-		IdentityURL: cfg.identityURL,
-		Rate:        cfg.rate,
-		Warmup:      cfg.warmup,
-		Duration:    cfg.duration,
-		Generator:   gen,
-		Log:         say,
+		GatewayURL:     cfg.gatewayURL,
+		IdentityURL:    cfg.identityURL,
+		EditorURL:      cfg.editorURL,
+		InternalSecret: secret,
+		Origin:         cfg.origin,
+		Warmup:         cfg.warmup,
+		Duration:       cfg.duration,
+		Generator:      gen,
+		Log:            say,
 	}
 	var results []Result
 	var failures []error
 	for _, s := range cfg.scenarios {
-		say("scenario %s ...", s.Name())
+		env.Rate = cfg.rateFor(s)
+		env.Earlier = slices.Clone(results)
+		say("scenario %s at %g/s ...", s.Name(), env.Rate)
 		res, serr := s.Run(ctx, env)
 		results = append(results, res...)
 		if ctx.Err() != nil {
@@ -262,6 +306,53 @@ func describeSetup(cfg config) string {
 	}
 	return fmt.Sprintf("open loop, %s warm-up + %s measured per phase, at most %d requests in flight; %s",
 		cfg.warmup, cfg.duration, cfg.maxInFlight, target)
+}
+
+// rateFor is the rate s runs at: its -scenario-rate, else -rate if given, else its own, else
+// -rate's default.
+func (cfg config) rateFor(s Scenario) float64 {
+	if r, ok := cfg.rates[s.Name()]; ok {
+		return r
+	}
+	if r, ok := s.(rated); ok && !cfg.rateGiven {
+		return r.DefaultRate()
+	}
+	return cfg.rate
+}
+
+// parseRates reads -scenario-rate: "name=rate,name=rate", every name a known scenario and every
+// rate positive.
+func parseRates(all []Scenario, list string) (map[string]float64, error) {
+	rates := map[string]float64{}
+	for pair := range strings.SplitSeq(list, ",") {
+		pair = strings.TrimSpace(pair)
+		if pair == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(pair, "=")
+		name = strings.TrimSpace(name)
+		if !ok {
+			return nil, fmt.Errorf("-scenario-rate: %q is not name=rate", pair)
+		}
+		if !slices.ContainsFunc(all, func(s Scenario) bool { return s.Name() == name }) {
+			return nil, fmt.Errorf("-scenario-rate: unknown scenario %q (known: %s)", name, strings.Join(scenarioNames(all), ", "))
+		}
+		r, err := strconv.ParseFloat(strings.TrimSpace(value), 64)
+		if err != nil || r <= 0 || math.IsInf(r, 0) || math.IsNaN(r) {
+			return nil, fmt.Errorf("-scenario-rate: the rate of %s must be a positive number, got %q", name, value)
+		}
+		rates[name] = r
+	}
+	return rates, nil
+}
+
+// newSecret is a fresh SVC_INTERNAL_SECRET for the system bench starts: 32 random bytes, hex.
+func newSecret() (string, error) {
+	b := make([]byte, 32)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generate SVC_INTERNAL_SECRET: %w", err)
+	}
+	return hex.EncodeToString(b), nil
 }
 
 // scenarioNames lists the names of scenarios, for help texts and errors.

@@ -34,13 +34,18 @@ func TestParseConfig(t *testing.T) {
 		cfg, err := parseConfig(nil, bundle.getwd)
 		require.NoError(t, err)
 		require.Equal(t, bundle.root, cfg.root)
-		require.Equal(t, []string{"gateway-proxy", "guard-reject"}, scenarioNames(cfg.scenarios))
+		require.Equal(t, []string{"gateway-proxy", "guard-reject", "guard-overhead", "patch-100-ops", "patch-1000-blocks"}, scenarioNames(cfg.scenarios))
 		require.Equal(t, 10*time.Second, cfg.duration)
 		require.Equal(t, 2*time.Second, cfg.warmup)
 		require.InDelta(t, 500, cfg.rate, 0)
 		require.False(t, cfg.noSystem)
 		require.Equal(t, "http://127.0.0.1:18080", cfg.gatewayURL)
 		require.Equal(t, "http://127.0.0.1:18081", cfg.identityURL)
+		require.Equal(t, "http://127.0.0.1:18082", cfg.editorURL)
+		require.Equal(t, "http://bench.test", cfg.origin, "the system bench starts trusts it")
+		require.Equal(t, map[string]float64{
+			"gateway-proxy": 500, "guard-reject": 500, "guard-overhead": 500, "patch-100-ops": 50, "patch-1000-blocks": 20,
+		}, ratesOf(cfg), "heavy scenarios keep their own rate")
 		require.Equal(t, filepath.Join(bundle.root, "bench", "RESULTS.md"), cfg.resultsPath)
 		require.False(t, cfg.noBaseline)
 	})
@@ -60,8 +65,38 @@ func TestParseConfig(t *testing.T) {
 		require.True(t, cfg.noSystem)
 		require.Equal(t, "http://10.0.0.1:8080", cfg.gatewayURL)
 		require.Equal(t, "http://127.0.0.1:8081", cfg.identityURL, "make run's identity")
+		require.Equal(t, "http://127.0.0.1:8082", cfg.editorURL, "make run's editor")
+		require.Equal(t, "http://localhost:8080", cfg.origin, "identity's default public URL")
 		require.Equal(t, "/tmp/r.md", cfg.resultsPath)
 		require.True(t, cfg.noBaseline)
+	})
+
+	t.Run("Rates", func(t *testing.T) {
+		t.Parallel()
+		tests := []struct {
+			name string
+			args []string
+			want map[string]float64
+		}{
+			{"RateBeatsTheScenariosOwn", []string{"-rate", "100"}, map[string]float64{
+				"gateway-proxy": 100, "guard-reject": 100, "guard-overhead": 100, "patch-100-ops": 100, "patch-1000-blocks": 100,
+			}},
+			{"ScenarioRateBeatsEverything", []string{"-rate", "100", "-scenario-rate", "patch-100-ops=80, guard-reject=7.5"}, map[string]float64{
+				"gateway-proxy": 100, "guard-reject": 7.5, "guard-overhead": 100, "patch-100-ops": 80, "patch-1000-blocks": 100,
+			}},
+			{"ScenarioRateAlone", []string{"-scenario-rate", "patch-1000-blocks=5"}, map[string]float64{
+				"gateway-proxy": 500, "guard-reject": 500, "guard-overhead": 500, "patch-100-ops": 50, "patch-1000-blocks": 5,
+			}},
+		}
+		for _, tt := range tests {
+			t.Run(tt.name, func(t *testing.T) {
+				t.Parallel()
+				bundle := setup(t)
+				cfg, err := parseConfig(tt.args, bundle.getwd)
+				require.NoError(t, err)
+				require.Equal(t, tt.want, ratesOf(cfg))
+			})
+		}
 	})
 
 	t.Run("Invalid", func(t *testing.T) {
@@ -75,6 +110,12 @@ func TestParseConfig(t *testing.T) {
 			{"ZeroDuration", []string{"-duration", "0s"}, "-duration must be positive"},
 			{"NegativeRate", []string{"-rate", "-1"}, "-rate must be positive"},
 			{"URLWithoutNoSystem", []string{"-url", "http://x"}, "need -no-system"},
+			{"EditorURLWithoutNoSystem", []string{"-editor-url", "http://x"}, "need -no-system"},
+			{"OriginWithoutNoSystem", []string{"-origin", "http://x"}, "need -no-system"},
+			{"RateOfAnUnknownScenario", []string{"-scenario-rate", "runs=5"}, `unknown scenario "runs"`},
+			{"RateWithoutName", []string{"-scenario-rate", "50"}, "is not name=rate"},
+			{"ZeroScenarioRate", []string{"-scenario-rate", "patch-100-ops=0"}, "must be a positive number"},
+			{"ScenarioRateNotANumber", []string{"-scenario-rate", "patch-100-ops=fast"}, "must be a positive number"},
 			{"StrayArgument", []string{"extra"}, "unexpected arguments"},
 		}
 		for _, tt := range tests {
@@ -92,4 +133,13 @@ func TestParseConfig(t *testing.T) {
 		_, err := parseConfig(nil, func() (string, error) { return t.TempDir(), nil })
 		require.ErrorContains(t, err, "no go.work")
 	})
+}
+
+// ratesOf is the rate each selected scenario of cfg runs at.
+func ratesOf(cfg config) map[string]float64 {
+	out := map[string]float64{}
+	for _, s := range cfg.scenarios {
+		out[s.Name()] = cfg.rateFor(s)
+	}
+	return out
 }

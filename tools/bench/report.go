@@ -73,6 +73,12 @@ func (r report) table() string {
 			notes = append(notes, fmt.Sprintf("- %s: %s\n", res.Scenario, res.Note))
 		}
 	}
+	for _, res := range r.results {
+		if res.FirstError != "" {
+			notes = append(notes, fmt.Sprintf("- %s, %s: first failed request: %s\n",
+				res.Scenario, res.Phase, strings.Join(strings.Fields(clip(res.FirstError, 300)), " ")))
+		}
+	}
 	for _, err := range r.failures {
 		notes = append(notes, fmt.Sprintf("- FAILED %v\n", err))
 	}

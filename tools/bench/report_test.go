@@ -26,7 +26,8 @@ func TestReport(t *testing.T) {
 					TargetRate: 500, AchievedRate: 499.8, N: 5000, TransportErrors: 1, StatusErrors: 2,
 					P50: 250 * time.Microsecond, P90: time.Millisecond, P99: 2500 * time.Microsecond, Max: 12 * time.Millisecond,
 				}},
-				{Scenario: "gateway-proxy", Phase: "through gateway", Note: "gateway overhead: p50 +0.100 ms"},
+				{Scenario: "gateway-proxy", Phase: "through gateway", Note: "gateway overhead: p50 +0.100 ms",
+					Stats: Stats{FirstError: "GET /x: status 500:\n  {\"error\":\"internal\"}"}},
 			},
 			failures: []error{errors.New("guard-reject: boom")},
 		}
@@ -39,6 +40,7 @@ func TestReport(t *testing.T) {
 		require.Contains(t, table, "| gateway-proxy | direct to identity | 500/s | 499.8/s | 5000 | 1 | 2 | 0.250 | 1.000 | 2.500 | 12.000 |")
 		require.Contains(t, table, "- gateway-proxy: gateway overhead: p50 +0.100 ms")
 		require.Contains(t, table, "- FAILED guard-reject: boom")
+		require.Contains(t, table, `- gateway-proxy, through gateway: first failed request: GET /x: status 500: {"error":"internal"}`+"\n", "on one line")
 	})
 
 	t.Run("Section", func(t *testing.T) {

@@ -18,18 +18,36 @@ func allScenarios() []Scenario {
 	return []Scenario{
 		gatewayProxy{},
 		guardReject{},
+		guardOverhead{},
+		patch100Ops{},
+		patch1000Blocks{},
 	}
+}
+
+// rated is a scenario whose load has a rate of its own when -rate is not given: one whose
+// requests are too heavy for the rate of the light ones on this machine.
+type rated interface {
+	DefaultRate() float64
 }
 
 // Env is what a scenario gets to work with: where the system is and how hard to push it.
 type Env struct {
 	GatewayURL  string // public entry point, e.g. http://127.0.0.1:18080
 	IdentityURL string // identity straight, bypassing the gateway
-	Rate        float64
-	Warmup      time.Duration
-	Duration    time.Duration
-	Generator   *Generator
-	Log         func(format string, args ...any) // progress for the person watching
+	EditorURL   string // workflow-editor straight, bypassing the gateway
+	// InternalSecret is the system's SVC_INTERNAL_SECRET, for requests signed as the gateway
+	// signs them; empty when bench does not know it.
+	InternalSecret string
+	// Origin is trusted by identity, for the mutating /api/auth/* calls of a scenario's setup.
+	Origin string
+	// Earlier holds the results of the scenarios that ran before this one in the same run, for
+	// a scenario that compares with them.
+	Earlier   []Result
+	Rate      float64 // this scenario's rate: -scenario-rate, -rate, its own default, 500
+	Warmup    time.Duration
+	Duration  time.Duration
+	Generator *Generator
+	Log       func(format string, args ...any) // progress for the person watching
 }
 
 // phase is the load of one measured phase at env's rate and durations.

@@ -113,6 +113,8 @@ func TestSystem(t *testing.T) {
 		require.Equal(t, "127.0.0.1:18090", env["SVC_GATEWAY_ADMIN_ADDR"])
 		require.Equal(t, "127.0.0.1:18085", env["SVC_WEBHOOK_ADDR"])
 		require.Equal(t, "warn", env["SVC_LOG_LEVEL"])
+		require.Equal(t, "http://bench.test", env["SVC_TRUSTED_ORIGINS"], "the scenarios sign up with this Origin")
+		require.Equal(t, "1000000", env["SVC_RATE_LIMIT_PER_MINUTE"], "no bucket empties during a run")
 		require.Empty(t, env["SVC_IDENTITY_URL"], "a make-run peer URL must not leak in")
 
 		require.NoError(t, sys.stop(30*time.Second))
