@@ -11,7 +11,9 @@
 // In-process buckets are per replica: during an outage each replica enforces the whole limit
 // on its own, so a client spread over N replicas gets up to N times the limit, and buckets
 // start full on the switch in both directions (what was spent in Redis is not known in
-// process, and what was spent in process is not written back).
+// process, and what was spent in process is not written back). They are bounded
+// (Options.MaxLocalKeys): a bucket that is not full is never forgotten to make room, so
+// while that many are in use a key without one is refused until one refills (see Local).
 package ratelimit
 
 import (
@@ -78,7 +80,8 @@ type Options struct {
 	// OpenFor is how long the breaker stays open before one call probes Redis again.
 	// Default 5 s.
 	OpenFor time.Duration
-	// MaxLocalKeys bounds the in-process buckets. Default 100 000.
+	// MaxLocalKeys bounds the in-process buckets; while that many are in use and none is
+	// full, a key without a bucket is refused. Default 100 000.
 	MaxLocalKeys int
 	// Meter receives svc_ratelimit_fallback_total. Default: no metrics.
 	Meter metric.MeterProvider

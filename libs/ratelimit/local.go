@@ -1,31 +1,38 @@
 package ratelimit
 
 import (
+	"container/heap"
 	"sync"
 	"time"
 )
 
 // Local is the in-process store of buckets the Limiter falls back to. It runs the same GCRA
-// as redis_rate's script, so a decision reads the same whichever store made it. Memory is
-// bounded: a bucket that has refilled completely holds no information and is dropped by a
-// sweep, and past maxKeys buckets an arbitrary one is forgotten (its client gets a full
-// bucket: under a flood of distinct keys a replica stays up rather than exact).
+// as redis_rate's script, so a decision reads the same whichever store made it.
+//
+// Memory is bounded by maxKeys. A bucket that has refilled completely holds no information
+// and is dropped as soon as it is full; a bucket that is not full is never forgotten, because
+// forgetting it would hand its client a full one (an attacker could flood new keys to evict a
+// victim's exhausted sign-in bucket). So while maxKeys buckets are in use and none is full, a
+// key without a bucket is refused — RetryAfter says when the first bucket refills and frees a
+// place — rather than admitted unlimited: under a flood of distinct keys a replica stays up
+// and errs on the side of refusing.
 type Local struct {
 	now     func() time.Time
 	maxKeys int
 
 	mu sync.Mutex
-	// tats holds each bucket's theoretical arrival time: the bucket is full from then on.
-	tats  map[string]time.Time
-	swept time.Time
+	// buckets holds each bucket's theoretical arrival time (tat), from which on it is full;
+	// byTAT orders the same buckets by tat, soonest full first.
+	buckets map[string]*bucket
+	byTAT   tatHeap
 }
 
-// How often Local drops full buckets; and, when it is at maxKeys, how long it waits between
-// sweeps, so that a flood of keys costs one sweep a second and not one per call.
-const (
-	sweepEvery    = 30 * time.Second
-	minSweepEvery = time.Second
-)
+// bucket is one key's GCRA state and its place in Local.byTAT.
+type bucket struct {
+	key   string
+	tat   time.Time
+	index int
+}
 
 // NewLocal returns an empty store whose clock is now and which keeps at most maxKeys buckets.
 func NewLocal(now func() time.Time, maxKeys int) *Local {
@@ -35,7 +42,7 @@ func NewLocal(now func() time.Time, maxKeys int) *Local {
 	if maxKeys < 1 {
 		panic("maxKeys must be positive")
 	}
-	return &Local{now: now, maxKeys: maxKeys, tats: map[string]time.Time{}, swept: now()}
+	return &Local{now: now, maxKeys: maxKeys, buckets: map[string]*bucket{}}
 }
 
 // Allow takes one token from the bucket of key. An invalid lim is a programmer error: Allow
@@ -45,41 +52,71 @@ func (b *Local) Allow(key string, lim Limit) Result {
 	now := b.now()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.sweep(now)
-	tat, known := b.tats[key]
+	b.dropFull(now)
+	bk, known := b.buckets[key]
+	var tat time.Time
+	if known {
+		tat = bk.tat
+	}
 	res, next := gcra(now, tat, lim)
 	if !res.Allowed {
 		return res // nothing was taken; the bucket is unchanged
 	}
-	if !known && len(b.tats) >= b.maxKeys {
-		for k := range b.tats { // map order is arbitrary: forget any one bucket
-			delete(b.tats, k)
-			break
-		}
+	if known {
+		bk.tat = next
+		heap.Fix(&b.byTAT, bk.index)
+		return res
 	}
-	b.tats[key] = next
+	if len(b.buckets) >= b.maxKeys {
+		// Every bucket held is in use (full ones were just dropped): refuse until one refills.
+		wait := b.byTAT[0].tat.Sub(now)
+		return Result{Limit: lim.Burst, RetryAfter: wait, ResetAfter: wait}
+	}
+	bk = &bucket{key: key, tat: next}
+	b.buckets[key] = bk
+	heap.Push(&b.byTAT, bk)
 	return res
 }
 
-// Len is the number of buckets held (full ones not swept yet included).
+// Len is the number of buckets held.
 func (b *Local) Len() int {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return len(b.tats)
+	return len(b.buckets)
 }
 
-// sweep drops the buckets that have refilled; b.mu is held.
-func (b *Local) sweep(now time.Time) {
-	since := now.Sub(b.swept)
-	if since < sweepEvery && (len(b.tats) < b.maxKeys || since < minSweepEvery) {
-		return
+// dropFull forgets the buckets that have refilled by now; b.mu is held. Each bucket is
+// dropped once, so this costs O(log n) per bucket over its life, not a scan per call.
+func (b *Local) dropFull(now time.Time) {
+	for len(b.byTAT) > 0 && !b.byTAT[0].tat.After(now) {
+		bk, _ := heap.Pop(&b.byTAT).(*bucket)
+		delete(b.buckets, bk.key)
 	}
-	for k, tat := range b.tats {
-		if !tat.After(now) {
-			delete(b.tats, k)
-		}
-	}
-	b.swept = now
+}
+
+// tatHeap is a min-heap of buckets by tat (container/heap).
+type tatHeap []*bucket
+
+func (h tatHeap) Len() int           { return len(h) }
+func (h tatHeap) Less(i, j int) bool { return h[i].tat.Before(h[j].tat) }
+func (h tatHeap) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].index, h[j].index = i, j
+}
+
+func (h *tatHeap) Push(x any) {
+	bk, _ := x.(*bucket)
+	bk.index = len(*h)
+	*h = append(*h, bk)
+}
+
+func (h *tatHeap) Pop() any {
+	old := *h
+	n := len(old)
+	bk := old[n-1]
+	old[n-1] = nil
+	*h = old[:n-1]
+	return bk
 }
 
 // gcra decides one request at now for a bucket whose theoretical arrival time is tat (zero

@@ -167,14 +167,43 @@ func TestLocal(t *testing.T) {
 		require.False(t, b.bucket.Allow("slow", slow).Allowed, "the spent bucket was kept")
 	})
 
+	// At capacity with every bucket in use a new key is refused until the first bucket is
+	// full again and its place frees up; memory never grows past maxKeys.
 	t.Run("MemoryIsBounded", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, 50)
-		lim := ratelimit.PerMinute(10)
+		lim := ratelimit.PerMinute(10) // one token back every 6 s
 		for i := range 1000 {
-			require.True(t, b.bucket.Allow("k"+strconv.Itoa(i), lim).Allowed)
+			res := b.bucket.Allow("k"+strconv.Itoa(i), lim)
+			require.Equal(t, i < 50, res.Allowed, "key %d", i)
+			if !res.Allowed {
+				require.Equal(t, 6*time.Second, res.RetryAfter, "when the first bucket is full again")
+			}
 			require.LessOrEqual(t, b.bucket.Len(), 50)
 		}
+		b.clock.Advance(6 * time.Second)
+		require.True(t, b.bucket.Allow("late", lim).Allowed, "full buckets made room")
+		require.Equal(t, 1, b.bucket.Len())
+	})
+
+	// A flood of new keys must not push an exhausted bucket out: that would hand the client
+	// it limits a full bucket (an attacker evicting a victim's sign-in bucket while Redis is
+	// down). Only full buckets make room; with none, a new key is refused, not admitted.
+	t.Run("AnExhaustedBucketIsNeverForgotten", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, 10)
+		lim := ratelimit.PerMinute(3)
+		for range 3 {
+			require.True(t, b.bucket.Allow("target", lim).Allowed)
+		}
+		require.False(t, b.bucket.Allow("target", lim).Allowed)
+		for i := range 1000 {
+			b.bucket.Allow("flood"+strconv.Itoa(i), lim)
+			require.LessOrEqual(t, b.bucket.Len(), 10)
+		}
+		res := b.bucket.Allow("target", lim)
+		require.False(t, res.Allowed, "the exhausted bucket was forgotten")
+		require.Equal(t, 20*time.Second, res.RetryAfter)
 	})
 
 	t.Run("InvalidLimitPanics", func(t *testing.T) {
