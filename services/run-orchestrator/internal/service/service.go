@@ -1,15 +1,29 @@
 // Package service is the composition root of run-orchestrator: it reads the settings, builds the
-// shared infrastructure and the service's ports, and serves them.
+// shared infrastructure, the engine and the service's ports, and serves them.
 package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"time"
+
+	"connectrpc.com/connect"
 
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
+	"svc.dev/libs/httpclient"
+	"svc.dev/libs/wire"
+	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
+	"svc.dev/services/run-orchestrator/internal/adapters/editorclient"
+	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
+	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/engine"
 	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
+	"svc.dev/services/run-orchestrator/internal/ports/rpc"
 	"svc.dev/services/run-orchestrator/migrations"
 )
 
@@ -21,16 +35,24 @@ func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: false} }
 
 // Config is every setting run-orchestrator reads.
 type Config struct {
-	Addr string
-	Base boot.Config
+	Addr      string
+	EditorURL string
+	// AllowPrivateNetwork sets http.request's hidden allow_private_network param
+	// (SVC_HTTP_ALLOW_PRIVATE=1).
+	AllowPrivateNetwork bool
+	Workers             int
+	Base                boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	r := env.New(lookup)
 	cfg := Config{
-		Addr: r.Addr("SVC_ORCHESTRATOR_ADDR", ":8083"),
-		Base: boot.ReadConfig(r, needs()),
+		Addr:                r.Addr("SVC_ORCHESTRATOR_ADDR", ":8083"),
+		EditorURL:           r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
+		AllowPrivateNetwork: r.OneOf("SVC_HTTP_ALLOW_PRIVATE", "0", "0", "1") == "1",
+		Workers:             r.Int("SVC_ORCHESTRATOR_WORKERS", 100, 1, 10000),
+		Base:                boot.ReadConfig(r, needs()),
 	}
 	return cfg, r.Err()
 }
@@ -38,28 +60,65 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 // Application is a started run-orchestrator.
 type Application struct {
 	base    *boot.Base
+	engine  *engine.Engine
 	addr    string
 	handler http.Handler
 }
 
-// NewApplication connects the stores, applies migrations and assembles the HTTP surface.
-func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Application, error) {
-	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: "orchestrator", Migrations: migrations.FS, Needs: needs()}, log)
+// NewApplication connects the stores, applies migrations (ours with goose, River's with its
+// migrator), starts the engine and assembles the HTTP surface.
+func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
+	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: engine.Schema, Migrations: migrations.FS, Needs: needs()}, log)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			base.Close()
+		}
+	}()
+	host, _ := os.Hostname()
+	eng, err := engine.New(ctx, base.Pool, engine.Config{
+		Replica: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), wire.NewID("r")[2:10]),
+		Workers: cfg.Workers, HTTP: engine.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
+	}, log)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	if err := eng.Start(ctx); err != nil {
+		return nil, err
+	}
+	hc := httpclient.New(httpclient.Config{Peer: "workflow-editor", BaseURL: cfg.EditorURL, Timeout: 5 * time.Second,
+		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
+	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
+	start := app.NewStartRunHandler(catalog, eng)
+	runs := app.NewRuns(postgres.NewRunReader(base.Pool), eng)
+	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start),
+		connect.WithInterceptors(base.RPCInterceptors()...))
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(),
+		API:          httpport.NewRouter(httpport.Handlers{Start: start, Runs: runs}, log),
 		OpenPrefixes: []string{},
+		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})
-	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil
+	return &Application{base: base, engine: eng, addr: cfg.Addr, handler: handler}, nil
 }
 
 // Handler is the whole HTTP surface, for tests that serve it themselves.
 func (a *Application) Handler() http.Handler { return a.handler }
 
-// Run serves until ctx is done, then drains in-flight requests.
-func (a *Application) Run(ctx context.Context) error { return a.base.Serve(ctx, a.addr, a.handler) }
+// Run serves until ctx is done, then drains in-flight requests and lets the steps in flight
+// commit before the engine stops.
+func (a *Application) Run(ctx context.Context) error {
+	err := a.base.Serve(ctx, a.addr, a.handler)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
+	defer cancel()
+	return errors.Join(err, a.engine.Stop(stopCtx))
+}
 
-// Close releases the stores.
-func (a *Application) Close() { a.base.Close() }
+// Close stops the engine (if Run did not) and releases the stores.
+func (a *Application) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_ = a.engine.Stop(ctx)
+	a.base.Close()
+}

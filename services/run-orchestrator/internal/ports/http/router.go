@@ -3,13 +3,199 @@
 package http
 
 import (
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+
 	"github.com/gorilla/mux"
 
+	"svc.dev/libs/errs"
+	"svc.dev/libs/internalauth"
 	"svc.dev/libs/web"
+	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// NewRouter returns the router of run-orchestrator's public routes. Paths it does not know answer a
-// JSON 404, known paths with another method a JSON 405.
-func NewRouter() *mux.Router {
-	return web.NewRouter()
+// Handlers are the use cases the routes call.
+type Handlers struct {
+	Start app.StartRunHandler
+	Runs  app.Runs
+}
+
+type server struct {
+	h   Handlers
+	log *slog.Logger
+}
+
+// NewRouter returns the router of run-orchestrator's public routes (contract §3). Paths it does
+// not know answer a JSON 404, known paths with another method a JSON 405.
+func NewRouter(h Handlers, log *slog.Logger) *mux.Router {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := server{h: h, log: log}
+	rs := web.Responder{Log: log, Map: func(err error) *errs.Error { return toAppError(err) }}
+	r := web.NewRouter()
+	r.Handle("/api/workflows/{id}/run", rs.Wrap(s.startRun)).Methods(http.MethodPost)
+	r.Handle("/api/workflows/{id}/runs", rs.Wrap(s.listWorkflowRuns)).Methods(http.MethodGet)
+	r.Handle("/api/runs", rs.Wrap(s.listRuns)).Methods(http.MethodGet)
+	r.Handle("/api/runs/{runId}", rs.Wrap(s.getRun)).Methods(http.MethodGet)
+	r.Handle("/api/runs/{runId}/logs", rs.Wrap(s.logs)).Methods(http.MethodGet)
+	r.Handle("/api/runs/{runId}/cancel", rs.Wrap(s.cancel)).Methods(http.MethodPost)
+	r.Handle("/api/runs/{runId}/signals", rs.Wrap(s.signal)).Methods(http.MethodPost)
+	return r
+}
+
+func org(r *http.Request) string {
+	id, _ := internalauth.FromContext(r.Context())
+	return id.OrganizationID
+}
+
+func (s server) startRun(w http.ResponseWriter, r *http.Request) error {
+	var req startRunRequest
+	if r.ContentLength != 0 {
+		if err := web.Decode(r, &req); err != nil {
+			return err
+		}
+	}
+	key := r.Header.Get("Idempotency-Key")
+	if req.IdempotencyKey != nil {
+		key = *req.IdempotencyKey
+	}
+	if len(key) > 255 {
+		return web.InvalidBody(wire.Issue{Path: "/idempotencyKey", Message: "idempotencyKey must be at most 255 characters"})
+	}
+	started, err := s.h.Start.Handle(r.Context(), app.StartRun{
+		OrganizationID: org(r), Workflow: app.WorkflowRef{ID: mux.Vars(r)["id"]},
+		Input: req.Input, IdempotencyKey: key,
+	})
+	if err != nil {
+		return err
+	}
+	web.WriteJSON(w, http.StatusAccepted, startRunResponse{RunID: started.RunID, Spec: run.Spec})
+	return nil
+}
+
+func (s server) getRun(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["runId"]
+	if !wire.ValidID(wire.Run, id) {
+		return run.ErrNotFound
+	}
+	rec, err := s.h.Runs.Reader().Get(r.Context(), org(r), id)
+	if err != nil {
+		return err
+	}
+	web.WriteJSON(w, http.StatusOK, toRunResponse(rec, strings.Contains(r.URL.Query().Get("include"), "workflow")))
+	return nil
+}
+
+func (s server) listRuns(w http.ResponseWriter, r *http.Request) error {
+	return s.list(w, r, r.URL.Query().Get("workflowId"))
+}
+
+func (s server) listWorkflowRuns(w http.ResponseWriter, r *http.Request) error {
+	return s.list(w, r, mux.Vars(r)["id"])
+}
+
+var runsRule = wire.ListRule("runs") //nolint:gochecknoglobals // a constant rule
+
+func (s server) list(w http.ResponseWriter, r *http.Request, workflowID string) error {
+	q := r.URL.Query()
+	page, err := runsRule.ParsePage(q)
+	if err != nil {
+		return err
+	}
+	f := run.ListFilter{WorkflowID: workflowID, Status: run.Status(q.Get("status")), Limit: page.Limit + 1}
+	if f.Status != "" && !f.Status.Valid() {
+		return errs.Newf(errs.InvalidQuery, "status must be one of queued, running, waiting, completed, failed, cancelled")
+	}
+	if len(page.After) > 0 {
+		f.After = page.After[0]
+	}
+	recs, err := s.h.Runs.Reader().List(r.Context(), org(r), f)
+	if err != nil {
+		return err
+	}
+	var next *string
+	if len(recs) > page.Limit {
+		recs = recs[:page.Limit]
+		c := runsRule.EncodeCursor(recs[len(recs)-1].ID)
+		next = &c
+	}
+	items := make([]runResponse, len(recs))
+	for i, rec := range recs {
+		items[i] = toRunResponse(rec, false)
+	}
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
+	return nil
+}
+
+var logsRule = wire.LogsRule("logs") //nolint:gochecknoglobals // a constant rule
+
+func (s server) logs(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["runId"]
+	if !wire.ValidID(wire.Run, id) {
+		return run.ErrNotFound
+	}
+	page, err := logsRule.ParsePage(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	var after int64
+	if len(page.After) > 0 {
+		after, err = strconv.ParseInt(page.After[0], 10, 64)
+		if err != nil || after < 0 {
+			return &wire.PageError{Message: "after must be a nextCursor returned by this list"}
+		}
+	}
+	items, err := s.h.Runs.Reader().Logs(r.Context(), org(r), id, after, page.Limit)
+	if err != nil {
+		if toAppError(err).Code == errs.NotFound {
+			return err
+		}
+		return errs.New(errs.LogsFailed, err).WithMessage("the logs could not be read; try again")
+	}
+	out := make([]attemptResponse, len(items))
+	for i, a := range items {
+		out[i] = toAttemptResponse(a)
+		after = a.Seq
+	}
+	// The cursor is the last change sequence seen, so a follower resumes from the end too.
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "nextCursor": logsRule.EncodeCursor(strconv.FormatInt(after, 10))})
+	return nil
+}
+
+func (s server) cancel(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["runId"]
+	if !wire.ValidID(wire.Run, id) {
+		return run.ErrNotFound
+	}
+	st, err := s.h.Runs.Cancel(r.Context(), org(r), id)
+	if err != nil {
+		return err
+	}
+	web.WriteJSON(w, http.StatusAccepted, map[string]any{"runId": id, "status": st})
+	return nil
+}
+
+func (s server) signal(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["runId"]
+	if !wire.ValidID(wire.Run, id) {
+		return run.ErrNotFound
+	}
+	var req signalRequest
+	if err := web.Decode(r, &req); err != nil {
+		return err
+	}
+	if req.Name == "" || len(req.Name) > 200 {
+		return web.InvalidBody(wire.Issue{Path: "/name", Message: "name must be a string of 1 to 200 characters"})
+	}
+	sid, delivered, err := s.h.Runs.Signal(r.Context(), org(r), id, req.Name, req.Payload)
+	if err != nil {
+		return err
+	}
+	web.WriteJSON(w, http.StatusAccepted, map[string]any{"signalId": sid, "delivered": delivered})
+	return nil
 }

@@ -15,5 +15,5 @@ func TestRoutesMatchOpenAPI(t *testing.T) {
 	t.Parallel()
 	want, err := openapi.RoutesOf("run-orchestrator")
 	require.NoError(t, err)
-	require.ElementsMatch(t, want, web.Routes(httpport.NewRouter()))
+	require.ElementsMatch(t, want, web.Routes(httpport.NewRouter(httpport.Handlers{}, nil)))
 }

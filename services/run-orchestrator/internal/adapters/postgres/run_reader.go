@@ -1,0 +1,125 @@
+// Package postgres is the read side of runs and step attempts in the orchestrator schema. Every
+// write goes through the engine, under the run's row lock.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// RunReader reads runs and their attempts.
+type RunReader struct{ pool *pgxpool.Pool }
+
+// NewRunReader returns a reader over pool.
+func NewRunReader(pool *pgxpool.Pool) *RunReader {
+	if pool == nil {
+		panic("nil pool")
+	}
+	return &RunReader{pool: pool}
+}
+
+const runColumns = `r.id, r.organization_id, r.workflow_id, r.workflow_version, r.definition, r.status, r.input, r.output, r.error, r.trigger,
+	r.created_at, r.started_at, r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name`
+
+const runFrom = ` FROM runs r LEFT JOIN LATERAL (SELECT block_id, kind, wake_at, signal_name FROM waits WHERE run_id = r.id ORDER BY created_at LIMIT 1) w ON true`
+
+func scanRun(row pgx.Row) (run.Record, error) {
+	var (
+		r                         run.Record
+		started, finished, wakeAt *time.Time
+		wBlock, wKind, wSignal    *string
+	)
+	err := row.Scan(&r.ID, &r.OrganizationID, &r.WorkflowID, &r.WorkflowVersion, &r.Definition, &r.Status, &r.Input, &r.Output, &r.Error, &r.Trigger,
+		&r.CreatedAt, &started, &finished, &wBlock, &wKind, &wakeAt, &wSignal)
+	if err != nil {
+		return run.Record{}, err
+	}
+	if started != nil {
+		r.StartedAt = *started
+	}
+	if finished != nil {
+		r.FinishedAt = *finished
+	}
+	if wBlock != nil && r.Status == run.StatusWaiting {
+		r.Waiting = &run.Waiting{BlockID: *wBlock, Kind: *wKind}
+		if wakeAt != nil {
+			r.Waiting.Until = *wakeAt
+		}
+		if wSignal != nil {
+			r.Waiting.Signal = *wSignal
+		}
+	}
+	return r, nil
+}
+
+// Get returns the run id of org, or run.ErrNotFound.
+func (s *RunReader) Get(ctx context.Context, org, id string) (run.Record, error) {
+	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return run.Record{}, fmt.Errorf("get run %s: %w", id, run.ErrNotFound)
+	}
+	if err != nil {
+		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	return r, nil
+}
+
+// List returns org's runs newest first, filtered, after the id f.After.
+func (s *RunReader) List(ctx context.Context, org string, f run.ListFilter) ([]run.Record, error) {
+	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+runFrom+` WHERE r.organization_id = $1
+		AND ($2 = '' OR r.workflow_id = $2) AND ($3 = '' OR r.status = $3) AND ($4 = '' OR r.id < $4)
+		ORDER BY r.id DESC LIMIT $5`, org, f.WorkflowID, string(f.Status), f.After, f.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	var out []run.Record
+	for rows.Next() {
+		r, err := scanRun(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list runs: %w", err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+// Logs lists attempts of the run with seq > after, in seq order.
+func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error) {
+	var owner string
+	err := s.pool.QueryRow(ctx, `SELECT organization_id FROM runs WHERE id = $1`, runID).Scan(&owner)
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != org) {
+		return nil, fmt.Errorf("logs of %s: %w", runID, run.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("logs of %s: %w", runID, err)
+	}
+	rows, err := s.pool.Query(ctx, `SELECT id, block_id, type, attempt, status, seq, started_at, finished_at, input, output, error
+		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
+	if err != nil {
+		return nil, fmt.Errorf("logs of %s: %w", runID, err)
+	}
+	defer rows.Close()
+	var out []run.Attempt
+	for rows.Next() {
+		var (
+			a        run.Attempt
+			finished *time.Time
+		)
+		if err := rows.Scan(&a.ID, &a.BlockID, &a.Type, &a.Attempt, &a.Status, &a.Seq, &a.StartedAt, &finished, &a.Input, &a.Output, &a.Error); err != nil {
+			return nil, fmt.Errorf("logs of %s: %w", runID, err)
+		}
+		if finished != nil {
+			a.FinishedAt = *finished
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}

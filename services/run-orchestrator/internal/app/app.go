@@ -1,0 +1,75 @@
+// Package app holds run-orchestrator's use cases: dispatching a run (public route and internal
+// RPC alike), reading runs and their logs, cancel and signals. It declares the ports it drives:
+// the editor's workflow snapshots, the engine that owns every write, and the read side.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// WorkflowRef names a workflow by id or, for webhook routes, by name.
+type WorkflowRef struct {
+	ID   string
+	Name string
+}
+
+// Snapshot is a workflow's definition at one version, as the editor returns it.
+type Snapshot struct {
+	ID               string
+	Version          int64
+	Definition       json.RawMessage
+	ValidationErrors []run.ValidationError
+}
+
+// WorkflowCatalog reads workflow snapshots (editor.v1). A missing workflow is
+// run.ErrWorkflowNotFound; any other error means the editor could not answer.
+type WorkflowCatalog interface {
+	Workflow(ctx context.Context, org string, ref WorkflowRef) (Snapshot, error)
+}
+
+// Engine owns every write to runs: dispatch in one transaction, cancel, signals.
+type Engine interface {
+	// Dispatch stores the run, its idempotency record (when key is set) and its first job in
+	// one transaction. With a key already used in org within 24 h it stores nothing and returns
+	// the earlier run's id with deduplicated true.
+	Dispatch(ctx context.Context, r run.NewRun, key string) (id string, deduplicated bool, err error)
+	// RunForKey returns the run an unexpired idempotency key names, or "".
+	RunForKey(ctx context.Context, org, key string) (string, error)
+	Cancel(ctx context.Context, org, id string) (run.Status, error)
+	Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (signalID string, delivered bool, err error)
+}
+
+// RunReader is the read side of runs and their attempts.
+type RunReader interface {
+	Get(ctx context.Context, org, id string) (run.Record, error)
+	List(ctx context.Context, org string, f run.ListFilter) ([]run.Record, error)
+	// Logs lists the run's attempts with seq > after in seq order; run.ErrNotFound when org has
+	// no such run.
+	Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error)
+}
+
+// DispatchError is a failure before the run was durably stored: 500 dispatch_failed.
+type DispatchError struct {
+	Message string
+	Err     error
+}
+
+func (e *DispatchError) Error() string { return fmt.Sprintf("dispatch: %s: %v", e.Message, e.Err) }
+func (e *DispatchError) Unwrap() error { return e.Err }
+
+// CancelError is an engine failure while cancelling: 500 cancel_failed.
+type CancelError struct{ Err error }
+
+func (e *CancelError) Error() string { return fmt.Sprintf("cancel: %v", e.Err) }
+func (e *CancelError) Unwrap() error { return e.Err }
+
+// isDomain reports whether err is an answer for the caller rather than a failure.
+func isDomain(err error) bool {
+	var fe *run.FinishedError
+	return errors.Is(err, run.ErrNotFound) || errors.As(err, &fe)
+}

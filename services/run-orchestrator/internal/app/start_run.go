@@ -1,0 +1,151 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// StartRun asks for a run of a workflow of an organization.
+type StartRun struct {
+	OrganizationID string
+	Workflow       WorkflowRef
+	// Input is the run input as JSON; empty means null.
+	Input          json.RawMessage
+	IdempotencyKey string
+	// Trigger is the run's trigger object ({"kind":"manual", ...}).
+	Trigger json.RawMessage
+}
+
+// Started is the outcome of a StartRun.
+type Started struct {
+	RunID        string
+	Deduplicated bool
+}
+
+// StartRunHandler dispatches runs: snapshot from the editor, checks, one transaction.
+type StartRunHandler struct {
+	catalog WorkflowCatalog
+	engine  Engine
+}
+
+// NewStartRunHandler returns the handler; both ports are required.
+func NewStartRunHandler(catalog WorkflowCatalog, engine Engine) StartRunHandler {
+	if catalog == nil || engine == nil {
+		panic("nil catalog or engine")
+	}
+	return StartRunHandler{catalog: catalog, engine: engine}
+}
+
+// Handle starts the run, or returns run.ErrWorkflowNotFound, *run.InvalidWorkflowError,
+// *run.InvalidInputError or *DispatchError.
+func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, error) {
+	if cmd.IdempotencyKey != "" {
+		// A redelivery costs no editor call.
+		id, err := h.engine.RunForKey(ctx, cmd.OrganizationID, cmd.IdempotencyKey)
+		if err != nil {
+			return Started{}, &DispatchError{Message: "the run store is unavailable", Err: err}
+		}
+		if id != "" {
+			return Started{RunID: id, Deduplicated: true}, nil
+		}
+	}
+	snap, err := h.catalog.Workflow(ctx, cmd.OrganizationID, cmd.Workflow)
+	if errors.Is(err, run.ErrWorkflowNotFound) {
+		return Started{}, run.ErrWorkflowNotFound
+	}
+	if err != nil {
+		return Started{}, &DispatchError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
+	}
+	if len(snap.ValidationErrors) > 0 {
+		return Started{}, &run.InvalidWorkflowError{Errors: snap.ValidationErrors}
+	}
+	def, err := run.ParseDefinition(snap.Definition)
+	if err != nil {
+		return Started{}, &DispatchError{Message: "the workflow definition could not be read", Err: err}
+	}
+	input := cmd.Input
+	if len(bytes.TrimSpace(input)) == 0 {
+		input = json.RawMessage("null")
+	}
+	if err := checkInput(def, input); err != nil {
+		return Started{}, err
+	}
+	trigger := cmd.Trigger
+	if len(trigger) == 0 {
+		trigger = json.RawMessage(`{"kind":"manual"}`)
+	}
+	id, dedup, err := h.engine.Dispatch(ctx, run.NewRun{
+		ID: wire.NewID(wire.Run), OrganizationID: cmd.OrganizationID, WorkflowID: snap.ID,
+		WorkflowVersion: snap.Version, Definition: snap.Definition, Input: input, Trigger: trigger,
+	}, cmd.IdempotencyKey)
+	if err != nil {
+		return Started{}, &DispatchError{Message: "the run could not be stored; nothing was started", Err: err}
+	}
+	return Started{RunID: id, Deduplicated: dedup}, nil
+}
+
+// checkInput validates input against the trigger block's input_schema, when it has one.
+func checkInput(def run.Definition, input json.RawMessage) error {
+	var schema any
+	for _, b := range def.Blocks {
+		if strings.HasPrefix(b.Type, "trigger.") {
+			schema = b.Params["input_schema"]
+			break
+		}
+	}
+	if schema == nil {
+		return nil
+	}
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("input_schema.json", doc); err != nil {
+		return &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+	}
+	sch, err := c.Compile("input_schema.json")
+	if err != nil {
+		return &DispatchError{Message: "the trigger's input_schema does not compile", Err: err}
+	}
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
+	if err != nil {
+		return &run.InvalidInputError{Issues: []run.Issue{{Path: "/input", Message: "input is not valid JSON"}}}
+	}
+	err = sch.Validate(inst)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	var issues []run.Issue
+	collect(ve.BasicOutput(), &issues)
+	if len(issues) == 0 {
+		issues = []run.Issue{{Path: "/input", Message: ve.Error()}}
+	}
+	return &run.InvalidInputError{Issues: issues}
+}
+
+func collect(u *jsonschema.OutputUnit, out *[]run.Issue) {
+	if u == nil {
+		return
+	}
+	if u.Error != nil && len(u.Errors) == 0 {
+		*out = append(*out, run.Issue{Path: "/input" + u.InstanceLocation, Message: fmt.Sprint(u.Error)})
+	}
+	for i := range u.Errors {
+		collect(&u.Errors[i], out)
+	}
+}

@@ -1,0 +1,90 @@
+package run
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+)
+
+// Block is one block of a pinned definition.
+type Block struct {
+	ID     string         `json:"block_id"`
+	Type   string         `json:"type"`
+	Params map[string]any `json:"params"`
+}
+
+// Edge connects a source block to a target; Branch ("true"/"false") is set on condition edges.
+type Edge struct {
+	From   string `json:"block_id"`
+	To     string `json:"target_block_id"`
+	Branch string `json:"branch,omitempty"`
+}
+
+// Definition is the workflow graph pinned into a run at dispatch.
+type Definition struct {
+	Blocks []Block `json:"blocks"`
+	Edges  []Edge  `json:"edges"`
+}
+
+// ParseDefinition reads a definition's JSON form (contract §2). Numbers stay json.Number so
+// that the definition round-trips unchanged.
+func ParseDefinition(raw []byte) (Definition, error) {
+	var d Definition
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&d); err != nil {
+		return Definition{}, fmt.Errorf("parse definition: %w", err)
+	}
+	seen := map[string]bool{}
+	for i := range d.Blocks {
+		if d.Blocks[i].Params == nil {
+			d.Blocks[i].Params = map[string]any{}
+		}
+		if d.Blocks[i].ID == "" || seen[d.Blocks[i].ID] {
+			return Definition{}, fmt.Errorf("parse definition: block %d has an empty or duplicate id", i)
+		}
+		seen[d.Blocks[i].ID] = true
+	}
+	for _, e := range d.Edges {
+		if !seen[e.From] || !seen[e.To] {
+			return Definition{}, fmt.Errorf("parse definition: edge %s -> %s names a missing block", e.From, e.To)
+		}
+	}
+	return d, nil
+}
+
+// Block returns the block with id.
+func (d Definition) Block(id string) (Block, bool) {
+	for _, b := range d.Blocks {
+		if b.ID == id {
+			return b, true
+		}
+	}
+	return Block{}, false
+}
+
+// Incoming lists the edges that end at id.
+func (d Definition) Incoming(id string) []Edge {
+	var out []Edge
+	for _, e := range d.Edges {
+		if e.To == id {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// Sinks lists the blocks without outgoing edges, in definition order.
+func (d Definition) Sinks() []string {
+	hasOut := map[string]bool{}
+	for _, e := range d.Edges {
+		hasOut[e.From] = true
+	}
+	var out []string
+	for _, b := range d.Blocks {
+		if !hasOut[b.ID] {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}

@@ -1,0 +1,67 @@
+package run
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// NewRun is a run about to be dispatched: the definition pinned, the input checked.
+type NewRun struct {
+	ID              string
+	OrganizationID  string
+	WorkflowID      string
+	WorkflowVersion int64
+	Definition      json.RawMessage
+	Input           json.RawMessage
+	Trigger         json.RawMessage
+}
+
+// Record is a run as the runs API reads it. It is a read model: the engine alone changes runs,
+// under the run's row lock.
+type Record struct {
+	ID              string
+	OrganizationID  string
+	WorkflowID      string
+	WorkflowVersion int64
+	Definition      json.RawMessage
+	Status          Status
+	Input           json.RawMessage
+	Output          json.RawMessage
+	Error           json.RawMessage
+	Trigger         json.RawMessage
+	Waiting         *Waiting
+	CreatedAt       time.Time
+	StartedAt       time.Time
+	FinishedAt      time.Time
+}
+
+// Waiting describes the wait a waiting run is suspended in.
+type Waiting struct {
+	BlockID string
+	Kind    string // "sleep" or "signal"
+	Until   time.Time
+	Signal  string
+}
+
+// Attempt is one step attempt as the logs list it.
+type Attempt struct {
+	ID         string
+	BlockID    string
+	Type       string
+	Attempt    int
+	Status     string
+	Seq        int64
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Input      json.RawMessage
+	Output     json.RawMessage
+	Error      json.RawMessage
+}
+
+// ListFilter narrows a run listing; After is the id the previous page ended at.
+type ListFilter struct {
+	WorkflowID string
+	Status     Status
+	After      string
+	Limit      int
+}

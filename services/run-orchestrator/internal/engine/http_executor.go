@@ -1,0 +1,154 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// HTTPConfig is the server configuration of the http.request connector.
+type HTTPConfig struct {
+	// AllowPrivate sets the hidden allow_private_network param on every http.request block
+	// (SVC_HTTP_ALLOW_PRIVATE=1): loopback, private and link-local targets are then allowed.
+	AllowPrivate bool
+}
+
+// MaxResponseBody is the most of a response body an attempt stores; beyond it the body is cut
+// and the output marked truncated.
+const MaxResponseBody = 1 << 20
+
+var errPrivateTarget = errors.New("destination address is loopback, private or link-local; such targets are refused")
+
+type httpExecutor struct {
+	strict *http.Client // refuses private targets after DNS resolution
+	open   *http.Client
+}
+
+func newHTTPExecutor(cfg HTTPConfig) Executor {
+	return &httpExecutor{strict: newEgressClient(true), open: newEgressClient(false)}
+}
+
+// newEgressClient builds a client whose dialer checks the address actually dialled (after DNS
+// resolution, so a name that resolves to 127.0.0.1 is refused too, and so is a redirect to one).
+func newEgressClient(refusePrivate bool) *http.Client {
+	d := &net.Dialer{Timeout: 10 * time.Second}
+	if refusePrivate {
+		d.Control = func(_, address string, _ syscall.RawConn) error {
+			host, _, err := net.SplitHostPort(address)
+			if err != nil {
+				return err
+			}
+			ip, err := netip.ParseAddr(host)
+			if err != nil {
+				return err
+			}
+			if blocked(ip.Unmap()) {
+				return errPrivateTarget
+			}
+			return nil
+		}
+	}
+	return &http.Client{
+		Transport: &http.Transport{DialContext: d.DialContext, Proxy: nil, MaxIdleConnsPerHost: 16,
+			TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second},
+		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
+			if len(via) >= 5 {
+				return errors.New("stopped after 5 redirects")
+			}
+			return nil
+		},
+	}
+}
+
+func blocked(ip netip.Addr) bool {
+	return ip.IsLoopback() || ip.IsPrivate() || ip.IsLinkLocalUnicast() || ip.IsLinkLocalMulticast() ||
+		ip.IsUnspecified() || ip.IsMulticast() || ip.IsInterfaceLocalMulticast() ||
+		netip.MustParsePrefix("100.64.0.0/10").Contains(ip) // carrier-grade NAT, private in practice
+}
+
+func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
+	method, _ := c.Params["method"].(string)
+	raw, _ := c.Params["url"].(string)
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Result{}, fmt.Errorf("url %q is not an absolute http or https URL", raw)
+	}
+	if q, ok := c.Params["query"].(map[string]any); ok {
+		vals := u.Query()
+		for k, v := range q {
+			vals.Add(k, fmt.Sprint(v))
+		}
+		u.RawQuery = vals.Encode()
+	}
+	var body io.Reader
+	contentType := ""
+	switch b := c.Params["body"].(type) {
+	case nil:
+	case string:
+		body = strings.NewReader(b)
+	default:
+		enc, err := json.Marshal(b)
+		if err != nil {
+			return Result{}, fmt.Errorf("body: %w", err)
+		}
+		body = bytes.NewReader(enc)
+		contentType = "application/json"
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
+	if err != nil {
+		return Result{}, fmt.Errorf("request: %w", err)
+	}
+	if contentType != "" {
+		req.Header.Set("Content-Type", contentType)
+	}
+	if hs, ok := c.Params["headers"].(map[string]any); ok {
+		for k, v := range hs {
+			req.Header.Set(k, fmt.Sprint(v))
+		}
+	}
+	client := h.strict
+	if allow, _ := c.Params["allow_private_network"].(bool); allow {
+		client = h.open
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, errPrivateTarget) {
+			return Result{}, errPrivateTarget
+		}
+		return Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1))
+	if err != nil {
+		return Result{}, fmt.Errorf("read response: %w", err)
+	}
+	truncated := len(data) > MaxResponseBody
+	if truncated {
+		data = data[:MaxResponseBody]
+	}
+	headers := map[string]any{}
+	for k := range resp.Header {
+		headers[strings.ToLower(k)] = resp.Header.Get(k)
+	}
+	out := map[string]any{"status": resp.StatusCode, "headers": headers}
+	var parsed any
+	if !truncated && strings.Contains(resp.Header.Get("Content-Type"), "json") && json.Unmarshal(data, &parsed) == nil {
+		out["body"] = parsed
+	} else {
+		out["body"] = strings.ToValidUTF8(string(data), "\uFFFD")
+	}
+	if truncated {
+		out["truncated"] = true
+	}
+	return Result{Output: out}, nil
+}
