@@ -118,22 +118,29 @@ func TestFoundation(t *testing.T) {
 			require.Equal(t, "unauthorized", r.Body["error"])
 
 			h := http.Header{}
-			forger.Sign(h, "GET", probe, id, time.Now())
+			forger.Sign(h, "GET", probe, "", id, time.Now())
 			r = call(t, "GET", url, nil, internalauth.HeaderIdentity, h.Get(internalauth.HeaderIdentity),
 				internalauth.HeaderTimestamp, h.Get(internalauth.HeaderTimestamp), internalauth.HeaderSignature, h.Get(internalauth.HeaderSignature))
 			require.Equal(t, http.StatusUnauthorized, r.Status, "%s with a forged signature", svc)
 
 			// Signed for another path: a captured header set cannot be replayed elsewhere.
 			h = http.Header{}
-			real.Sign(h, "GET", "/api/other", id, time.Now())
+			real.Sign(h, "GET", "/api/other", "", id, time.Now())
 			r = call(t, "GET", url, nil, internalauth.HeaderIdentity, h.Get(internalauth.HeaderIdentity),
 				internalauth.HeaderTimestamp, h.Get(internalauth.HeaderTimestamp), internalauth.HeaderSignature, h.Get(internalauth.HeaderSignature))
 			require.Equal(t, http.StatusUnauthorized, r.Status, "%s with a signature for another path", svc)
 
+			// Signed for another query: nor with its query changed.
+			h = http.Header{}
+			real.Sign(h, "GET", probe, "limit=1", id, time.Now())
+			r = call(t, "GET", url+"?limit=500", nil, internalauth.HeaderIdentity, h.Get(internalauth.HeaderIdentity),
+				internalauth.HeaderTimestamp, h.Get(internalauth.HeaderTimestamp), internalauth.HeaderSignature, h.Get(internalauth.HeaderSignature))
+			require.Equal(t, http.StatusUnauthorized, r.Status, "%s with a signature for another query", svc)
+
 			// Properly signed: the guard lets it through and the router answers (no such route).
 			h = http.Header{}
-			real.Sign(h, "GET", probe, id, time.Now())
-			r = call(t, "GET", url, nil, internalauth.HeaderIdentity, h.Get(internalauth.HeaderIdentity),
+			real.Sign(h, "GET", probe, "limit=1", id, time.Now())
+			r = call(t, "GET", url+"?limit=1", nil, internalauth.HeaderIdentity, h.Get(internalauth.HeaderIdentity),
 				internalauth.HeaderTimestamp, h.Get(internalauth.HeaderTimestamp), internalauth.HeaderSignature, h.Get(internalauth.HeaderSignature))
 			require.Equal(t, http.StatusNotFound, r.Status, "%s with a valid signature", svc)
 		}

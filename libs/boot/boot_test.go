@@ -96,9 +96,9 @@ func TestBase(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		signed := http.Header{}
-		b.signer.Sign(signed, "GET", "/api/things", internalauth.Identity{OrganizationID: "org_1", AuthMode: internalauth.ModeSession}, time.Now())
+		b.signer.Sign(signed, "GET", "/api/things", "", internalauth.Identity{OrganizationID: "org_1", AuthMode: internalauth.ModeSession}, time.Now())
 		rpcSigned := http.Header{}
-		b.signer.Sign(rpcSigned, "GET", "/x.v1.X/Do", internalauth.Identity{AuthMode: internalauth.ModeService, Service: "gateway"}, time.Now())
+		b.signer.Sign(rpcSigned, "GET", "/x.v1.X/Do", "", internalauth.Identity{AuthMode: internalauth.ModeService, Service: "gateway"}, time.Now())
 
 		for _, tc := range []struct {
 			name   string

@@ -1,6 +1,6 @@
 // Package internalauth carries the identity the gateway resolved to the service that owns the
-// route. The gateway signs the identity, the request's method and path and a timestamp with
-// HMAC-SHA256 under SVC_INTERNAL_SECRET; a service trusts those headers only when the
+// route. The gateway signs the identity, the request's method, path and query and a timestamp
+// with HMAC-SHA256 under SVC_INTERNAL_SECRET; a service trusts those headers only when the
 // signature checks and the timestamp is fresh, so a client that reaches a service directly
 // cannot claim to be anyone.
 package internalauth
@@ -44,6 +44,10 @@ type Identity struct {
 	AuthMode       AuthMode `json:"mode"`
 	APIKeyID       string   `json:"key,omitempty"`
 	Service        string   `json:"svc,omitempty"`
+	// ClientIP is the client's address as the gateway saw it (the TCP peer), which it vouches
+	// for on the open routes it forwards to identity: a service cannot tell it from a
+	// client-made X-Forwarded-For otherwise.
+	ClientIP string `json:"ip,omitempty"`
 }
 
 // Principal is the id a rate limit bucket is kept for: the key for key authentication, the
@@ -77,26 +81,40 @@ func NewSigner(secret string) (Signer, error) {
 	return Signer{key: []byte(secret)}, nil
 }
 
-func (s Signer) mac(ts, method, path, payload string) []byte {
+// mac is the signature of one request. A request without a query is signed as it always was
+// (svc-identity-v1), so query-less signatures made before the query was covered still
+// verify; one with a query is signed under svc-identity-v2 with the query as its own field.
+// Either way the message splits one way only: every field but the last is free of newlines
+// (the query is base64url-encoded for that), and the path, the only free-form text, is last
+// or just before the base64url payload.
+func (s Signer) mac(ts, method, path, rawQuery, payload string) []byte {
 	m := hmac.New(sha256.New, s.key)
-	fmt.Fprintf(m, "svc-identity-v1\n%s\n%s\n%s\n%s", ts, method, path, payload)
+	if rawQuery == "" {
+		fmt.Fprintf(m, "svc-identity-v1\n%s\n%s\n%s\n%s", ts, method, path, payload)
+	} else {
+		fmt.Fprintf(m, "svc-identity-v2\n%s\n%s\n%s\n%s\n%s", ts, method,
+			base64.RawURLEncoding.EncodeToString([]byte(rawQuery)), payload, path)
+	}
 	return m.Sum(nil)
 }
 
-// Sign replaces any identity headers in h with id signed for one request (method, path) at now.
-func (s Signer) Sign(h http.Header, method, path string, id Identity, now time.Time) {
+// Sign replaces any identity headers in h with id signed for one request (method, path and
+// raw query, "" for none) at now.
+func (s Signer) Sign(h http.Header, method, path, rawQuery string, id Identity, now time.Time) {
 	raw, _ := json.Marshal(id) // a struct of strings always marshals
 	payload := base64.RawURLEncoding.EncodeToString(raw)
 	ts := strconv.FormatInt(now.UnixMilli(), 10)
 	h.Set(HeaderIdentity, payload)
 	h.Set(HeaderTimestamp, ts)
-	h.Set(HeaderSignature, base64.RawURLEncoding.EncodeToString(s.mac(ts, method, path, payload)))
+	h.Set(HeaderSignature, base64.RawURLEncoding.EncodeToString(s.mac(ts, method, path, rawQuery, payload)))
 }
 
-// Verify returns the identity carried by h for the request (method, path), or ErrInvalid.
-func (s Signer) Verify(h http.Header, method, path string, now time.Time) (Identity, error) {
+// Verify returns the identity carried by h for the request (method, path and raw query), or
+// ErrInvalid: headers signed for another method, path or query do not verify.
+func (s Signer) Verify(h http.Header, method, path, rawQuery string, now time.Time) (Identity, error) {
 	payload, ts, sig := h.Get(HeaderIdentity), h.Get(HeaderTimestamp), h.Get(HeaderSignature)
-	if payload == "" || ts == "" || sig == "" {
+	// A zero Signer has no key, and an HMAC under the empty key is anyone's to make.
+	if len(s.key) == 0 || payload == "" || ts == "" || sig == "" {
 		return Identity{}, ErrInvalid
 	}
 	ms, err := strconv.ParseInt(ts, 10, 64)
@@ -107,7 +125,7 @@ func (s Signer) Verify(h http.Header, method, path string, now time.Time) (Ident
 		return Identity{}, ErrInvalid
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
-	if err != nil || !hmac.Equal(got, s.mac(ts, method, path, payload)) {
+	if err != nil || !hmac.Equal(got, s.mac(ts, method, path, rawQuery, payload)) {
 		return Identity{}, ErrInvalid
 	}
 	raw, err := base64.RawURLEncoding.DecodeString(payload)

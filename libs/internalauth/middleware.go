@@ -12,7 +12,7 @@ import (
 func (s Signer) Require(now func() time.Time) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			id, err := s.Verify(r.Header, r.Method, r.URL.Path, now())
+			id, err := s.Verify(r.Header, r.Method, r.URL.Path, r.URL.RawQuery, now())
 			if err != nil {
 				w.Header().Set("Content-Type", "application/json")
 				w.WriteHeader(http.StatusUnauthorized)
@@ -24,10 +24,11 @@ func (s Signer) Require(now func() time.Time) func(http.Handler) http.Handler {
 	}
 }
 
-// Transport signs outgoing requests. A request made while serving a client carries that
-// client's identity (set with WithIdentity), so the peer scopes its answer to the same
-// organization; a request without one is signed as the calling Service, or sent unsigned when
-// Service is empty (the gateway forwarding an open route such as /api/auth/*).
+// Transport signs outgoing requests, their method, path and query. A request made while
+// serving a client carries that client's identity (set with WithIdentity), so the peer scopes
+// its answer to the same organization; a request without one is signed as the calling
+// Service, or sent unsigned when Service is empty (the gateway forwarding an open route such
+// as /api/webhooks/*).
 type Transport struct {
 	Signer  Signer
 	Service string
@@ -50,6 +51,6 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	default:
 		return t.Base.RoundTrip(out)
 	}
-	t.Signer.Sign(out.Header, out.Method, out.URL.Path, id, t.Now())
+	t.Signer.Sign(out.Header, out.Method, out.URL.Path, out.URL.RawQuery, id, t.Now())
 	return t.Base.RoundTrip(out)
 }

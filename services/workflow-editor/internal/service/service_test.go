@@ -95,8 +95,8 @@ func (b *testBundle) doAs(t testing.TB, org, method, path string, body any, hdr 
 		req.Header.Set(hdr[i], hdr[i+1])
 	}
 	if org != "" {
-		u, _, _ := strings.Cut(path, "?")
-		b.sys.signer.Sign(req.Header, method, u, internalauth.Identity{UserID: "usr_test", OrganizationID: org, AuthMode: internalauth.ModeSession}, time.Now())
+		u, q, _ := strings.Cut(path, "?")
+		b.sys.signer.Sign(req.Header, method, u, q, internalauth.Identity{UserID: "usr_test", OrganizationID: org, AuthMode: internalauth.ModeSession}, time.Now())
 	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)

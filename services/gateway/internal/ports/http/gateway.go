@@ -76,7 +76,7 @@ func (g *Gateway) newProxy(peer Peer, up Upstream) *httputil.ReverseProxy {
 			if resp.Request == nil {
 				return nil
 			}
-			if _, guarded := internalauth.FromContext(resp.Request.Context()); guarded {
+			if id, ok := internalauth.FromContext(resp.Request.Context()); ok && id.AuthMode != internalauth.ModeService {
 				for _, h := range [...]string{headerLimit, headerRemaining, headerReset} {
 					resp.Header.Del(h)
 				}
@@ -130,6 +130,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		web.NotFound(w, r)
 		return
+	}
+	if rt.Open && rt.Peer == Identity {
+		r = r.WithContext(internalauth.WithIdentity(r.Context(), vouchFor(r)))
 	}
 	if err := bufferBody(r, web.MaxBodyBytes); err != nil {
 		web.WriteError(w, r, g.log, err)
@@ -226,6 +229,18 @@ func bufferBody(r *http.Request, limit int64) error {
 	return nil
 }
 
+// vouchingService is the name the gateway signs its own statements under.
+const vouchingService = "gateway"
+
+// vouchFor is what the gateway signs into a request on identity's open routes: no user, only
+// the client address it saw. Identity limits sign-in, sign-up and password-reset attempts per
+// address and records it with each session, and it listens where a client could reach it
+// directly with any X-Forwarded-For it likes; it believes only an address signed this way.
+func vouchFor(r *http.Request) internalauth.Identity {
+	return internalauth.Identity{AuthMode: internalauth.ModeService, Service: vouchingService, ClientIP: clientIP(r)}
+}
+
+// clientIP is the TCP peer's address. X-Forwarded-For is never read: the gateway is the edge.
 func clientIP(r *http.Request) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {

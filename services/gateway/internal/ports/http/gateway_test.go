@@ -122,7 +122,7 @@ func (p *peerService) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		web.WriteJSON(w, http.StatusBadRequest, map[string]string{"error": "read"})
 		return
 	}
-	id, verr := p.signer.Verify(r.Header, r.Method, r.URL.Path, time.Now())
+	id, verr := p.signer.Verify(r.Header, r.Method, r.URL.Path, r.URL.RawQuery, time.Now())
 	p.mu.Lock()
 	p.hits = append(p.hits, hit{
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery, Header: r.Header.Clone(),
@@ -242,6 +242,24 @@ func (b *testBundle) requireNoHits(t *testing.T) {
 	}
 }
 
+// gatewayVouch is what the gateway signs into requests on identity's open routes: only the
+// client address it saw (the tests' client is on loopback).
+var gatewayVouch = internalauth.Identity{AuthMode: internalauth.ModeService, Service: "gateway", ClientIP: "127.0.0.1"} //nolint:gochecknoglobals // test fixture
+
+// requireOpenRouteIdentity checks what an open route brought its peer: the gateway's signed
+// client address for identity, nothing at all for any other service.
+func requireOpenRouteIdentity(t *testing.T, peer httpport.Peer, h hit) {
+	t.Helper()
+	if peer == httpport.Identity {
+		require.NoError(t, h.VerifyErr)
+		require.Equal(t, gatewayVouch, h.Identity)
+		require.Len(t, h.Header.Values(internalauth.HeaderIdentity), 1)
+		return
+	}
+	requireNoIdentityHeaders(t, h.Header)
+	require.ErrorIs(t, h.VerifyErr, internalauth.ErrInvalid)
+}
+
 func requireNoIdentityHeaders(t *testing.T, h http.Header) {
 	t.Helper()
 	for _, name := range []string{internalauth.HeaderIdentity, internalauth.HeaderTimestamp, internalauth.HeaderSignature} {
@@ -359,7 +377,9 @@ func TestGateway(t *testing.T) {
 		b.requireNoHits(t)
 	})
 
-	t.Run("OpenRoutesReachTheirServiceUnsigned", func(t *testing.T) {
+	// Open routes carry no client identity: webhook-ingress gets no identity headers at all,
+	// identity only the client address the gateway signs (see below).
+	t.Run("OpenRoutesReachTheirServiceWithoutAnIdentity", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
 			name, method, path string
@@ -380,8 +400,7 @@ func TestGateway(t *testing.T) {
 				require.Equal(t, tc.method, h.Method)
 				require.Equal(t, tc.path, h.Path)
 				require.JSONEq(t, `{"email":"a@b.c"}`, string(h.Body))
-				requireNoIdentityHeaders(t, h.Header)
-				require.ErrorIs(t, h.VerifyErr, internalauth.ErrInvalid)
+				requireOpenRouteIdentity(t, tc.peer, h)
 				require.Empty(t, b.resolver.Calls())
 			})
 		}
@@ -399,8 +418,32 @@ func TestGateway(t *testing.T) {
 		require.Equal(t, cookie, h.Header.Get("Cookie"))
 		require.Equal(t, sessionToken, h.Header.Get("Authorization"))
 		require.Equal(t, apiKey, h.Header.Get("X-Api-Key"))
-		requireNoIdentityHeaders(t, h.Header)
+		requireOpenRouteIdentity(t, httpport.Identity, h)
 		require.Empty(t, b.resolver.Calls())
+	})
+
+	// Identity limits sign-in attempts per client address, and it listens where a client could
+	// reach it directly with any X-Forwarded-For it likes: on its open routes the gateway signs
+	// the address it saw, and only that is believed.
+	t.Run("OpenRoutesToIdentityCarryTheClientAddressSigned", func(t *testing.T) {
+		t.Parallel()
+		for _, tc := range []struct{ name, method, path string }{
+			{"SignIn", http.MethodPost, "/api/auth/sign-in/email?x=1"},
+			{"GetSession", http.MethodGet, "/api/auth/get-session"},
+			{"Bootstrap", http.MethodPost, "/api/bootstrap"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				t.Parallel()
+				b := setup(t)
+				resp := b.do(t, tc.method, tc.path, strings.NewReader(`{}`), "X-Forwarded-For", "203.0.113.9", "Cookie", cookie)
+				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
+				h := b.onlyHit(t, httpport.Identity)
+				require.NoError(t, h.VerifyErr, "signed for its method, path and query")
+				require.Equal(t, gatewayVouch, h.Identity)
+				require.Equal(t, cookie, h.Header.Get("Cookie"), "the auth layer still reads the client's own credentials")
+				require.Empty(t, b.resolver.Calls(), "and the gateway resolves nothing")
+			})
+		}
 	})
 
 	// ---------------------------------------------------------------------------------------
@@ -585,7 +628,7 @@ func TestGateway(t *testing.T) {
 				t.Parallel()
 				b := setup(t)
 				sent := http.Header{}
-				b.signer.Sign(sent, tc.signMethod, tc.signPath, forged, time.Now())
+				b.signer.Sign(sent, tc.signMethod, tc.signPath, "", forged, time.Now())
 				req, err := http.NewRequestWithContext(t.Context(), tc.method, b.gw.URL+tc.path, strings.NewReader(`{}`))
 				require.NoError(t, err)
 				for k, v := range sent {
@@ -598,8 +641,7 @@ func TestGateway(t *testing.T) {
 				require.Equal(t, http.StatusOK, resp.status, "body %s", resp.body)
 				h := b.onlyHit(t, tc.peer)
 				if tc.open {
-					requireNoIdentityHeaders(t, h.Header)
-					require.ErrorIs(t, h.VerifyErr, internalauth.ErrInvalid)
+					requireOpenRouteIdentity(t, tc.peer, h)
 					return
 				}
 				require.NoError(t, h.VerifyErr)
@@ -615,7 +657,7 @@ func TestGateway(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
 		sent := http.Header{}
-		b.signer.Sign(sent, http.MethodGet, "/api/workflows", sessionIdentity, time.Now())
+		b.signer.Sign(sent, http.MethodGet, "/api/workflows", "", sessionIdentity, time.Now())
 		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, b.gw.URL+"/api/workflows", nil)
 		require.NoError(t, err)
 		for k, v := range sent {
@@ -751,7 +793,7 @@ func TestGateway(t *testing.T) {
 		require.Equal(t, http.StatusOK, resp.status)
 		h := b.onlyHit(t, httpport.Identity)
 		require.Equal(t, "/api/auth/sign-in/email", h.Path)
-		requireNoIdentityHeaders(t, h.Header)
+		requireOpenRouteIdentity(t, httpport.Identity, h)
 	})
 
 	t.Run("RequestID", func(t *testing.T) {
