@@ -41,6 +41,10 @@ type Config struct {
 	// Workers is how many runs this replica drives at once.
 	Workers int
 	HTTP    HTTPConfig
+	// Heartbeat is how often the replica refreshes its row in replicas (default 1 s);
+	// DeadAfter how old a heartbeat makes a replica dead (default 5 s); SweepEvery how often
+	// the replica looks for dead replicas' work (default: Heartbeat).
+	Heartbeat, DeadAfter, SweepEvery time.Duration
 }
 
 // Engine drives runs.
@@ -57,6 +61,11 @@ type Engine struct {
 
 	mu      sync.Mutex
 	running map[string]context.CancelCauseFunc // run id → cancel of the attempt in flight here
+
+	stopping chan struct{} // closed when Stop begins: workers hand runs back between steps
+	stopOnce sync.Once
+	bgCancel context.CancelFunc
+	bgDone   chan struct{}
 }
 
 // runArgs is the one job kind: drive run RunID as far as it goes.
@@ -89,6 +98,18 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) 
 	if cfg.Workers <= 0 {
 		cfg.Workers = 100
 	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = DefaultDeadAfter
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = cfg.Heartbeat
+	}
+	if cfg.Replica == "" || len(cfg.Replica) > 100 {
+		return nil, fmt.Errorf("engine: replica id must be 1 to 100 characters, got %q", cfg.Replica)
+	}
 	entries, err := connectors.Load()
 	if err != nil {
 		return nil, err
@@ -97,6 +118,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) 
 		pool: pool, log: log, cfg: cfg, executors: Executors(log, cfg.HTTP),
 		catalog: map[string]connectors.Entry{}, hidden: map[string]map[string]bool{},
 		progs: newPrograms(), running: map[string]context.CancelCauseFunc{},
+		stopping: make(chan struct{}), bgDone: make(chan struct{}),
 	}
 	for _, entry := range entries {
 		e.catalog[entry.Type] = entry
@@ -107,7 +129,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) 
 		return nil, err
 	}
 	e.river, err = river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema:            Schema,
+		Schema: Schema,
+		// River's client id is the replica id, so river_job.attempted_by names the replica
+		// that holds a running job (the sweeper reads it).
+		ID:                cfg.Replica,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
 		Workers:           workers,
 		FetchCooldown:     2 * time.Millisecond,
@@ -164,8 +189,19 @@ func expressionParams(e connectors.Entry) map[string]bool {
 	return out
 }
 
-// Start begins working jobs and arms the wait timers.
+// Start registers the replica (before it fetches any job, so its jobs are never taken for a
+// dead replica's), starts the heartbeat and the sweeper, begins working jobs and arms the
+// wait timers.
 func (e *Engine) Start(ctx context.Context) error {
+	if err := e.heartbeat(ctx); err != nil {
+		return err
+	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.bgCancel = cancel
+	go func() {
+		defer close(e.bgDone)
+		e.background(bg)
+	}()
 	if err := e.river.Start(ctx); err != nil {
 		return fmt.Errorf("river start: %w", err)
 	}
@@ -173,10 +209,38 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-// Stop lets jobs in flight finish (their steps commit) and stops fetching new ones.
+// Replica is this process's replica id.
+func (e *Engine) Replica() string { return e.cfg.Replica }
+
+// Stop stops fetching new jobs; steps in flight finish and commit, and their workers hand the
+// runs back (a fresh job) instead of going on to the next block; a retry backoff in progress
+// is handed back at once, scheduled for its end. Then the replica deregisters: should a step
+// outlast ctx, its attempt is marked lost by another replica's sweeper and the run continues
+// there. Stop may be called more than once.
 func (e *Engine) Stop(ctx context.Context) error {
+	first := false
+	e.stopOnce.Do(func() { first = true; close(e.stopping) })
+	if !first {
+		return nil
+	}
 	e.timers.stop()
-	return e.river.Stop(ctx)
+	err := e.river.Stop(ctx)
+	if e.bgCancel != nil {
+		e.bgCancel()
+		<-e.bgDone
+	}
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	return errors.Join(err, e.deregister(dctx))
+}
+
+func (e *Engine) isStopping() bool {
+	select {
+	case <-e.stopping:
+		return true
+	default:
+		return false
+	}
 }
 
 // ---- dispatch --------------------------------------------------------------------------
@@ -318,6 +382,10 @@ func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) error {
 		cancel(nil)
 	}()
 	for {
+		if e.isStopping() {
+			// Graceful shutdown between steps: the run continues on another replica.
+			return e.handBack(context.WithoutCancel(ctx), job, "", time.Time{})
+		}
 		st, err := e.next(runCtx, job)
 		if err != nil || st == nil {
 			return err
@@ -340,6 +408,9 @@ func (e *Engine) next(ctx context.Context, job *river.Job[runArgs]) (*step, erro
 		}
 		if err != nil {
 			return err
+		}
+		if gone, err := fenced(ctx, tx, job); err != nil || gone {
+			return err // the sweeper took this run over: this worker writes nothing
 		}
 		if l.status.Terminal() {
 			return e.complete(ctx, tx, job)
@@ -452,6 +523,12 @@ func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step)
 			if err != nil {
 				return err
 			}
+			if gone, err := fenced(ctx, tx, job); err != nil || gone {
+				// This replica was taken for dead and its attempt marked lost: the result
+				// is dropped, another replica runs the block.
+				done = true
+				return err
+			}
 			if l.status.Terminal() {
 				// Cancelled while the connector ran: its result is not applied.
 				done = true
@@ -470,8 +547,9 @@ func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step)
 			if errors.Is(execErr, context.DeadlineExceeded) {
 				errBody["code"] = "timeout"
 			}
+			// Lost attempts do not count against max_attempts; 10 of any kind stop the step.
 			maxAttempts := entry.RetryPolicy.MaxAttempts
-			if st.attempt < maxAttempts && st.attempt < maxAttemptsAnyKind {
+			if st.attempt-bs.Lost < maxAttempts && st.attempt < maxAttemptsAnyKind {
 				retryIn = backoff(entry.RetryPolicy, st.attempt)
 				return e.endAttempt(ctx, tx, l, st.attemptID, "failed", nil, errBody)
 			}
@@ -490,15 +568,23 @@ func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step)
 		}
 		// Retry after the policy's backoff. The worker keeps the run meanwhile; a cancel ends
 		// the wait at once.
+		retryAt := time.Now().Add(retryIn)
 		select {
 		case <-ctx.Done():
 		case <-time.After(retryIn):
+		case <-e.stopping:
+			// Shutting down: the retry is handed back, due when the backoff ends.
+			return true, e.handBack(context.WithoutCancel(ctx), job, st.block.ID, retryAt)
 		}
 		next := *st
 		next.attempt++
 		err = pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error {
 			l, err := e.lockRun(ctx, tx, st.runID)
 			if err != nil {
+				return err
+			}
+			if gone, err := fenced(ctx, tx, job); err != nil || gone {
+				done = true
 				return err
 			}
 			if l.status.Terminal() {
@@ -619,6 +705,10 @@ func (e *Engine) suspend(ctx context.Context, job *river.Job[runArgs], st *step,
 	err := pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error {
 		l, err := e.lockRun(ctx, tx, st.runID)
 		if err != nil {
+			return err
+		}
+		if gone, err := fenced(ctx, tx, job); err != nil || gone {
+			done = true
 			return err
 		}
 		if l.status.Terminal() {

@@ -41,7 +41,12 @@ type Config struct {
 	// (SVC_HTTP_ALLOW_PRIVATE=1).
 	AllowPrivateNetwork bool
 	Workers             int
-	Base                boot.Config
+	// Heartbeat is how often the replica refreshes its heartbeat (SVC_ORCHESTRATOR_HEARTBEAT,
+	// 1s); DeadAfter how old a heartbeat makes a replica dead (SVC_ORCHESTRATOR_DEAD_AFTER,
+	// 5s). SweepEvery (tests only; default Heartbeat) is how often each replica looks for dead
+	// replicas' work.
+	Heartbeat, DeadAfter, SweepEvery time.Duration
+	Base                             boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -52,9 +57,25 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		EditorURL:           r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
 		AllowPrivateNetwork: r.OneOf("SVC_HTTP_ALLOW_PRIVATE", "0", "0", "1") == "1",
 		Workers:             r.Int("SVC_ORCHESTRATOR_WORKERS", 100, 1, 10000),
+		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", engine.DefaultHeartbeat),
+		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", engine.DefaultDeadAfter),
 		Base:                boot.ReadConfig(r, needs()),
 	}
-	return cfg, r.Err()
+	err := r.Err()
+	if cfg.Heartbeat <= 0 || cfg.DeadAfter < 2*cfg.Heartbeat {
+		err = errors.Join(err, fmt.Errorf("SVC_ORCHESTRATOR_DEAD_AFTER (%s) must be at least twice SVC_ORCHESTRATOR_HEARTBEAT (%s), which must be positive",
+			cfg.DeadAfter, cfg.Heartbeat))
+	}
+	return cfg, err
+}
+
+// ReplicaID names this process: a fresh time-ordered id, then host and pid for people.
+func ReplicaID() string {
+	host, _ := os.Hostname()
+	if len(host) > 40 {
+		host = host[:40]
+	}
+	return fmt.Sprintf("%s@%s/%d", wire.NewID(wire.Prefix("rep")), host, os.Getpid())
 }
 
 // Application is a started run-orchestrator.
@@ -77,10 +98,10 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 			base.Close()
 		}
 	}()
-	host, _ := os.Hostname()
 	eng, err := engine.New(ctx, base.Pool, engine.Config{
-		Replica: fmt.Sprintf("%s-%d-%s", host, os.Getpid(), wire.NewID("r")[2:10]),
+		Replica: ReplicaID(),
 		Workers: cfg.Workers, HTTP: engine.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
+		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
 	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -102,6 +123,9 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	})
 	return &Application{base: base, engine: eng, addr: cfg.Addr, handler: handler}, nil
 }
+
+// Replica is this process's replica id (replicas.id, step_attempts.replica).
+func (a *Application) Replica() string { return a.engine.Replica() }
 
 // Handler is the whole HTTP surface, for tests that serve it themselves.
 func (a *Application) Handler() http.Handler { return a.handler }

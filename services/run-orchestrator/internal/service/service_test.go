@@ -47,6 +47,8 @@ func (f *fakeEditor) GetWorkflow(_ context.Context, req *connect.Request[editorv
 
 type system struct {
 	url    string
+	dbURL  string
+	app    *service.Application
 	signer internalauth.Signer
 	editor *fakeEditor
 }
@@ -64,6 +66,12 @@ type response struct {
 
 func start(t *testing.T) *system {
 	t.Helper()
+	return startWith(t, nil)
+}
+
+// startWith starts the service with mod applied to its configuration.
+func startWith(t *testing.T, mod func(*service.Config)) *system {
+	t.Helper()
 	secret := strings.Repeat("s", 32)
 	signer, err := internalauth.NewSigner(secret)
 	require.NoError(t, err)
@@ -77,12 +85,15 @@ func start(t *testing.T) *system {
 	cfg := service.Config{Addr: ":0", EditorURL: editorSrv.URL, Workers: 20, Base: boot.Config{
 		DatabaseURL: testkit.NewDatabase(t), InternalSecret: secret, LogLevel: slog.LevelError, Drain: time.Second,
 	}}
+	if mod != nil {
+		mod(&cfg)
+	}
 	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(app.Close)
 	srv := httptest.NewServer(app.Handler())
 	t.Cleanup(srv.Close)
-	return &system{url: srv.URL, signer: signer, editor: fe}
+	return &system{url: srv.URL, dbURL: cfg.Base.DatabaseURL, app: app, signer: signer, editor: fe}
 }
 
 func (s *system) setup(t *testing.T) *testBundle {

@@ -27,9 +27,12 @@ func (s BlockStatus) Done() bool {
 
 // BlockState is the interpreter's record of one block.
 type BlockState struct {
-	Status   BlockStatus     `json:"status,omitempty"`
-	Attempts int             `json:"attempts,omitempty"`
-	Output   json.RawMessage `json:"output,omitempty"`
+	Status   BlockStatus `json:"status,omitempty"`
+	Attempts int         `json:"attempts,omitempty"`
+	// Lost counts the attempts a replica lost by crashing; they do not count against the
+	// connector's max_attempts (contract §3), Attempts (every kind) does against the cap of 10.
+	Lost   int             `json:"lost,omitempty"`
+	Output json.RawMessage `json:"output,omitempty"`
 }
 
 // State is the interpreter state stored with the run (runs.state): one entry per block that
