@@ -310,6 +310,23 @@ func (p *Process) Stop(t *testing.T) {
 	}
 }
 
+// Kill sends SIGKILL (a crash: no shutdown code runs) and waits until the process is gone.
+func (p *Process) Kill(t *testing.T) {
+	t.Helper()
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatalf("harness: kill %s: %v", p.Name, err)
+	}
+	<-p.done
+}
+
+// Pid is the process id (services record it, e.g. run-orchestrator's replicas table).
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
 // Output is everything the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
 
