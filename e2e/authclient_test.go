@@ -22,7 +22,8 @@ const testOrigin = "http://client.test"
 
 func startIdentitySystem(t *testing.T, extra map[string]string) *harness.System {
 	t.Helper()
-	env := map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin}
+	// SVC_MAIL=log: the password-reset tests read the link from identity's log.
+	env := map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin, "SVC_MAIL": "log"}
 	for k, v := range extra {
 		env[k] = v
 	}

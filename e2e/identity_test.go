@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"regexp"
 	"strings"
@@ -327,6 +328,20 @@ func TestAuthLayer(t *testing.T) {
 		requireCode(t, last, 429, "RATE_LIMITED")
 	})
 
+	// Identity is reachable without the gateway (it listens on every interface), where a
+	// client writes X-Forwarded-For itself: that header must not pick the sign-in bucket.
+	t.Run("SignInLimitIgnoresForwardedForStraightToIdentity", func(t *testing.T) {
+		t.Parallel()
+		a := signUp(t, sys, "directxff")
+		direct := newClient(t, sys).with(func(c *client) { c.base = sys.URLs[harness.Identity] })
+		var last response
+		for i := range 11 {
+			last = direct.with(func(c *client) { c.headers = map[string]string{"X-Forwarded-For": fmt.Sprintf("198.51.100.%d", i)} }).
+				post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": "guess guess"})
+		}
+		requireCode(t, last, 429, "RATE_LIMITED")
+	})
+
 	t.Run("RateLimitPerPrincipal", func(t *testing.T) {
 		t.Parallel()
 		a := signUp(t, sys, "ratelimit")
@@ -381,6 +396,10 @@ func TestBootstrap(t *testing.T) {
 		sys := startIdentitySystem(t, map[string]string{"SVC_BOOTSTRAP": "1"})
 		anon := newClient(t, sys)
 		requireError(t, anon.get("/api/bootstrap"), http.StatusNotFound, "not_found")
+		// Claiming the system is a mutation like any auth call: not from another site.
+		body := map[string]any{"email": uniqueEmail("boot"), "password": "long enough"}
+		requireCode(t, anon.with(func(c *client) { c.origin = "" }).post("/api/bootstrap", body), 403, "MISSING_OR_NULL_ORIGIN")
+		requireCode(t, anon.with(func(c *client) { c.origin = "http://evil.test" }).post("/api/bootstrap", body), 403, "INVALID_ORIGIN")
 
 		r := anon.post("/api/bootstrap", map[string]any{"email": uniqueEmail("boot"), "password": "long enough", "organizationName": "Acme"})
 		require.Equal(t, http.StatusCreated, r.Status, r.Raw)

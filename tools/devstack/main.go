@@ -263,6 +263,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 	if _, ok := env["SVC_PUBLIC_URL"]; !ok {
 		overrides["SVC_PUBLIC_URL"] = publicURL
 	}
+	// A development stack has no mail: identity writes reset and invitation links to its log
+	// instead (by default it sends nothing and logs no link), unless the user chose.
+	if _, ok := env["SVC_MAIL"]; !ok {
+		overrides["SVC_MAIL"] = "log"
+	}
 	childEnv := mergeEnv(cfg.env, overrides)
 	if generated {
 		say("%s: generated a random one for this run", envInternalSecret)

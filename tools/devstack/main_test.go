@@ -212,6 +212,7 @@ func TestRun(t *testing.T) {
 		var env map[string]string
 		getJSON(t, "http://127.0.0.1:"+strconv.Itoa(bundle.ports["run-orchestrator"])+"/env", &env)
 		require.Equal(t, "passes-through", env["SVC_SOMETHING_NEW"])
+		require.Equal(t, "log", env["SVC_MAIL"], "identity's dev mailer logs links")
 		require.Equal(t, "http://collector:4318", env["OTEL_EXPORTER_OTLP_ENDPOINT"])
 		require.Equal(t, envMap(bundle.cfg.env)[envDatabaseURL], env[envDatabaseURL])
 		require.Equal(t, envMap(bundle.cfg.env)[envRedisURL], env[envRedisURL])

@@ -49,10 +49,12 @@ type Queries struct {
 
 // Dependencies is what the use cases are built from.
 type Dependencies struct {
-	Repos    port.Repositories
-	Hasher   port.PasswordHasher
-	Mailer   port.Mailer
-	Limiter  port.AttemptLimiter
+	Repos  port.Repositories
+	Hasher port.PasswordHasher
+	Mailer port.Mailer
+	// Limits are the attempt limiters of sign-in, sign-up, the password reset and
+	// change-password.
+	Limits   port.Limits
 	KeyUsage port.KeyUsage
 	// ResetLink builds the URL mailed for a reset token; InvitationLink the one for an
 	// invitation.
@@ -67,16 +69,17 @@ type Dependencies struct {
 // New wires the use cases; a missing dependency panics.
 func New(d Dependencies) Application {
 	d.Repos.Validate()
-	r := d.Repos
+	d.Limits.Validate()
+	r, l := d.Repos, d.Limits
 	a := auth.NewAuthenticator(r.Sessions, r.Organizations, d.Now, d.Log)
 	return Application{
 		Commands: Commands{
-			SignUp:                command.NewSignUpHandler(r.Registrar, d.Hasher, d.Now),
-			SignIn:                command.NewSignInHandler(r.Users, r.Organizations, r.Sessions, d.Hasher, d.Limiter, d.Now),
+			SignUp:                command.NewSignUpHandler(r.Registrar, d.Hasher, l.SignUp, d.Now),
+			SignIn:                command.NewSignInHandler(r.Users, r.Organizations, r.Sessions, d.Hasher, l.SignIn, d.Now),
 			SignOut:               command.NewSignOutHandler(r.Sessions),
-			ChangePassword:        command.NewChangePasswordHandler(r.Users, r.Sessions, d.Hasher, d.Now),
-			RequestPasswordReset:  command.NewRequestPasswordResetHandler(r.Users, r.ResetTokens, d.Mailer, d.ResetLink, d.Now, d.Log),
-			ResetPassword:         command.NewResetPasswordHandler(r.Users, r.ResetTokens, d.Hasher, d.Now),
+			ChangePassword:        command.NewChangePasswordHandler(r.Users, r.Sessions, d.Hasher, l.ChangePassword, d.Now),
+			RequestPasswordReset:  command.NewRequestPasswordResetHandler(r.Users, r.ResetTokens, d.Mailer, l.PasswordReset, d.ResetLink, d.Now, d.Log),
+			ResetPassword:         command.NewResetPasswordHandler(r.ResetTokens, d.Hasher, l.PasswordReset, d.Now),
 			CreateOrganization:    command.NewCreateOrganizationHandler(r.Organizations, r.Sessions, d.Now),
 			SetActiveOrganization: command.NewSetActiveOrganizationHandler(r.Organizations, r.Sessions, d.Now),
 			InviteMember:          command.NewInviteMemberHandler(r.Organizations, d.Mailer, d.InvitationLink, d.Now, d.Log),

@@ -528,6 +528,65 @@ func TestPasswords(t *testing.T) {
 	})
 }
 
+// Requests that fail before a password could be stored cost no argon2id: a bogus reset
+// token is looked up before the new password is hashed, and a wrong current password is
+// verified before the new one is hashed.
+func TestPasswordHashingComesLast(t *testing.T) {
+	t.Parallel()
+
+	t.Run("ResetWithAnUnknownToken", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, apptest.Options{})
+		b.signUp(t, "ann@x.io")
+		hashes, _ := b.Hasher.Calls()
+		err := b.App.Commands.ResetPassword.Handle(b.ctx, command.ResetPassword{Token: "bogus", NewPassword: "long enough pw"})
+		require.ErrorIs(t, err, auth.ErrInvalidResetToken)
+		after, _ := b.Hasher.Calls()
+		require.Equal(t, hashes, after, "no hash for a token that does not exist")
+	})
+
+	t.Run("ChangeWithAWrongCurrentPassword", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, apptest.Options{})
+		ann := b.signUp(t, "ann@x.io")
+		hashes, verifies := b.Hasher.Calls()
+		_, err := b.App.Commands.ChangePassword.Handle(b.ctx, command.ChangePassword{Caller: b.caller(t, ann.Token), CurrentPassword: "wrong one!", NewPassword: "new password"})
+		require.ErrorIs(t, err, auth.ErrInvalidCredentials)
+		afterHashes, afterVerifies := b.Hasher.Calls()
+		require.Equal(t, hashes, afterHashes, "no hash of the new password")
+		require.Equal(t, verifies+1, afterVerifies)
+	})
+}
+
+// The current password is checked against the hash the session was read with, outside the
+// transaction; a change that lands in between is caught when the new one is stored.
+func TestChangePasswordRacingAnotherChange(t *testing.T) {
+	t.Parallel()
+	b := setup(t, apptest.Options{})
+	ann := b.signUp(t, "ann@x.io")
+	stale := b.caller(t, ann.Token) // read before the other change
+	other, err := b.App.Commands.SignIn.Handle(b.ctx, command.SignIn{Email: "ann@x.io", Password: password})
+	require.NoError(t, err)
+	_, err = b.App.Commands.ChangePassword.Handle(b.ctx, command.ChangePassword{Caller: b.caller(t, other.Token), CurrentPassword: password, NewPassword: "changed first"})
+	require.NoError(t, err)
+	_, err = b.App.Commands.ChangePassword.Handle(b.ctx, command.ChangePassword{Caller: stale, CurrentPassword: password, NewPassword: "changed second"})
+	require.ErrorIs(t, err, auth.ErrInvalidCredentials, "the password checked is no longer the current one")
+	_, err = b.App.Commands.SignIn.Handle(b.ctx, command.SignIn{Email: "ann@x.io", Password: "changed first"})
+	require.NoError(t, err)
+}
+
+// A session signed out while its organization/create is under way answers UNAUTHORIZED, as
+// set-active does, never an internal error.
+func TestCreateOrganizationAfterSignOut(t *testing.T) {
+	t.Parallel()
+	b := setup(t, apptest.Options{})
+	ann := b.signUp(t, "ann@x.io")
+	c := b.caller(t, ann.Token)
+	require.NoError(t, b.App.Commands.SignOut.Handle(b.ctx, command.SignOut{Caller: c}))
+	_, err := b.App.Commands.CreateOrganization.Handle(b.ctx, command.CreateOrganization{Caller: c, Name: "Team", Slug: "team"})
+	require.ErrorIs(t, err, auth.ErrUnauthenticated)
+}
+
 func TestBootstrap(t *testing.T) {
 	t.Parallel()
 

@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"runtime"
 	"strings"
 	"time"
 
@@ -26,6 +27,7 @@ import (
 	"svc.dev/services/identity/internal/adapters/mail"
 	"svc.dev/services/identity/internal/adapters/postgres"
 	"svc.dev/services/identity/internal/app"
+	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/session"
 	httpport "svc.dev/services/identity/internal/ports/http"
 	"svc.dev/services/identity/internal/ports/rpc"
@@ -38,8 +40,8 @@ const Name = "identity"
 // KeyUsageInterval is how often API key uses are written: lastRequest is at most this late.
 const KeyUsageInterval = time.Second
 
-// needs says which stores identity uses: Postgres for everything, Redis for the sign-in
-// attempt limiter.
+// needs says which stores identity uses: Postgres for everything, Redis for the attempt
+// limiters.
 func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: true} }
 
 // Config is every setting identity reads.
@@ -56,7 +58,24 @@ type Config struct {
 	AuthSecret []byte
 	// Bootstrap is SVC_BOOTSTRAP=1.
 	Bootstrap bool
+	// Mail is SVC_MAIL: MailNone (the default) sends nothing; MailLog writes every mail,
+	// reset links included, to the log (development and tests only).
+	Mail string
+	// HashSlots is how many argon2id hashes may run at once, and HashWait how long a request
+	// waits for a slot before it is answered 429 (argon.Gate). Not settings: LoadConfig sets
+	// GOMAXPROCS and DefaultHashWait; tests narrow them.
+	HashSlots int
+	HashWait  time.Duration
 }
+
+// The values of SVC_MAIL.
+const (
+	MailNone = "none"
+	MailLog  = "log"
+)
+
+// DefaultHashWait is how long a request waits for a password-hashing slot.
+const DefaultHashWait = 2 * time.Second
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
@@ -65,6 +84,9 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		Addr:      r.Addr("SVC_IDENTITY_ADDR", ":8081"),
 		Base:      boot.ReadConfig(r, needs()),
 		Bootstrap: r.OneOf("SVC_BOOTSTRAP", "0", "0", "1") == "1",
+		Mail:      r.OneOf("SVC_MAIL", MailNone, MailNone, MailLog),
+		HashSlots: runtime.GOMAXPROCS(0),
+		HashWait:  DefaultHashWait,
 	}
 	var errs []error
 	public := r.URL("SVC_PUBLIC_URL", "http://localhost:8080", "http", "https")
@@ -128,15 +150,25 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// --- adapters ------------------------------------------------------------------------
 	repos := postgres.Repositories(base.Pool)
 	usage := keyusage.NewRecorder(repos.Keys, KeyUsageInterval, log)
-	attempts := limiter.New(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}),
-		limiter.SignInAttempts())
+	limits := limiter.Limits(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}))
+	// One gate for the process: memory for argon2id stays at HashSlots × 19 MiB whatever
+	// arrives on the open routes.
+	hasher := argon.NewGate(argon.New(argon.DefaultParams()), cfg.HashSlots, cfg.HashWait)
+	var mailer port.Mailer = mail.NewDiscardMailer(log)
+	if cfg.Mail == MailLog {
+		mailer = mail.NewLogMailer(log)
+		log.Warn("SVC_MAIL=log: mails are written to the log, password-reset links included; " +
+			"whoever reads the log can reset any password. For development and tests only.")
+	} else {
+		log.Warn("SVC_MAIL=none: password-reset and invitation mails are not sent (no mail adapter is configured)")
+	}
 
 	// --- use cases -----------------------------------------------------------------------
 	a := app.New(app.Dependencies{
 		Repos:            repos,
-		Hasher:           argon.New(argon.DefaultParams()),
-		Mailer:           mail.NewLogMailer(log),
-		Limiter:          attempts,
+		Hasher:           hasher,
+		Mailer:           mailer,
+		Limits:           limits,
 		KeyUsage:         usage,
 		ResetLink:        resetLink(cfg.PublicURL),
 		InvitationLink:   invitationLink(cfg.PublicURL),
@@ -145,13 +177,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		Log:              log,
 	})
 
-	// Redis only backs the sign-in attempt limiter, which answers from process memory while
-	// Redis is down: its outage marks identity degraded, not unready.
+	// Redis only backs the attempt limiters, which answer from process memory while Redis is
+	// down: its outage marks identity degraded, not unready.
 	base.Optional["redis"] = base.Checks["redis"]
 	delete(base.Checks, "redis")
 
 	// --- ports ---------------------------------------------------------------------------
-	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer}, log)
+	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer}, log)
 	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, signer, log),
 		connect.WithInterceptors(base.RPCInterceptors()...))
 	handler := base.Handler(boot.Routes{

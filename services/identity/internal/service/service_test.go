@@ -57,6 +57,12 @@ type testBundle struct {
 
 func setup(t *testing.T, env map[string]string) *testBundle {
 	t.Helper()
+	return setupConfig(t, env, nil)
+}
+
+// setupConfig is setup with a last say over the config (for what is not a setting).
+func setupConfig(t *testing.T, env map[string]string, adjust func(*service.Config)) *testBundle {
+	t.Helper()
 	vars := map[string]string{
 		"SVC_DATABASE_URL":    testkit.NewDatabase(t),
 		"SVC_REDIS_URL":       testkit.RedisURL(t),
@@ -64,12 +70,16 @@ func setup(t *testing.T, env map[string]string) *testBundle {
 		"SVC_INTERNAL_SECRET": secret,
 		"SVC_TRUSTED_ORIGINS": origin,
 		"SVC_IDENTITY_ADDR":   ":0",
+		"SVC_MAIL":            "log", // the tests read reset links from the log
 	}
 	for k, v := range env {
 		vars[k] = v
 	}
 	cfg, err := service.LoadConfig(func(k string) (string, bool) { v, ok := vars[k]; return v, ok })
 	require.NoError(t, err)
+	if adjust != nil {
+		adjust(&cfg)
+	}
 	logs := &syncBuffer{}
 	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.NewJSONHandler(logs, nil)))
 	require.NoError(t, err)
@@ -88,11 +98,21 @@ type response struct {
 	Body   map[string]any
 }
 
-// client is one caller: the headers it sends with every request.
+// client is one caller: the headers it sends with every request and, when it stands for a
+// client behind the gateway, the address the gateway signs into each request.
 type client struct {
 	t       *testing.T
 	b       *testBundle
 	headers map[string]string
+	vouchIP string
+}
+
+// viaGateway is a client behind the gateway at ip: every request carries ip signed as the
+// gateway signs it (internalauth, service "gateway").
+func (b *testBundle) viaGateway(t *testing.T, ip string, kv ...string) *client {
+	c := b.client(t, kv...)
+	c.vouchIP = ip
+	return c
 }
 
 func (b *testBundle) client(t *testing.T, kv ...string) *client {
@@ -104,7 +124,7 @@ func (b *testBundle) client(t *testing.T, kv ...string) *client {
 }
 
 func (c *client) with(kv ...string) *client {
-	cp := &client{t: c.t, b: c.b, headers: map[string]string{}}
+	cp := &client{t: c.t, b: c.b, headers: map[string]string{}, vouchIP: c.vouchIP}
 	for k, v := range c.headers {
 		cp.headers[k] = v
 	}
@@ -137,6 +157,10 @@ func (c *client) do(method, path string, body any) response {
 	}
 	for k, v := range c.headers {
 		req.Header.Set(k, v)
+	}
+	if c.vouchIP != "" {
+		c.b.signer.Sign(req.Header, req.Method, req.URL.Path, req.URL.RawQuery,
+			internalauth.Identity{AuthMode: internalauth.ModeService, Service: "gateway", ClientIP: c.vouchIP}, time.Now())
 	}
 	res, err := http.DefaultClient.Do(req)
 	require.NoError(c.t, err)
@@ -292,8 +316,8 @@ func TestAuthRoutes(t *testing.T) {
 	t.Run("SignInAttemptsAreLimitedPerIPAndEmail", func(t *testing.T) {
 		t.Parallel()
 		a := b.signUp(t, "brute")
-		// The gateway appends the client address it saw to X-Forwarded-For: the last entry.
-		attacker := b.client(t, "X-Forwarded-For", "10.0.0.1, 198.51.100.7")
+		// Through the gateway, the client address is the one it signs into the request.
+		attacker := b.viaGateway(t, "198.51.100.7")
 		for range 10 {
 			requireCode(t, attacker.post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": "guess guess"}), 401, "INVALID_CREDENTIALS")
 		}
@@ -301,9 +325,9 @@ func TestAuthRoutes(t *testing.T) {
 		requireCode(t, r, 429, "RATE_LIMITED")
 		require.NotEmpty(t, r.Header.Get("Retry-After"))
 		require.Positive(t, r.Body["retryAfterMs"])
-		// Spoofing an earlier hop changes nothing; another client address has its own bucket.
-		requireCode(t, b.client(t, "X-Forwarded-For", "203.0.113.1, 198.51.100.7").post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": password}), 429, "RATE_LIMITED")
-		require.Equal(t, http.StatusOK, b.client(t, "X-Forwarded-For", "198.51.100.8").post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": password}).Status)
+		// A forwarding header changes nothing; another client address has its own bucket.
+		requireCode(t, b.viaGateway(t, "198.51.100.7", "X-Forwarded-For", "203.0.113.1").post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": password}), 429, "RATE_LIMITED")
+		require.Equal(t, http.StatusOK, b.viaGateway(t, "198.51.100.8").post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": password}).Status)
 	})
 
 	t.Run("GetSessionAndSignOut", func(t *testing.T) {
@@ -698,12 +722,14 @@ func TestBootstrap(t *testing.T) {
 		for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete} {
 			requireError(t, b.client(t).do(m, "/api/bootstrap", nil), http.StatusNotFound, "not_found")
 		}
+		// Closed says nothing else, whatever the Origin.
+		requireError(t, b.client(t).with("Origin", "").post("/api/bootstrap", "text"), http.StatusNotFound, "not_found")
 	})
 
 	t.Run("OpensOnceWithTheFlagOnAnEmptyStore", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, map[string]string{"SVC_BOOTSTRAP": "1"})
-		anon := b.client(t).with("Origin", "")
+		anon := b.client(t) // with a trusted Origin, as every mutation needs
 		requireError(t, anon.get("/api/bootstrap"), http.StatusNotFound, "not_found")
 		r := anon.post("/api/bootstrap", map[string]any{"email": "root@x.io"})
 		requireError(t, r, http.StatusBadRequest, "invalid_body")
@@ -752,6 +778,9 @@ func TestLoadConfig(t *testing.T) {
 	require.Equal(t, service.DeriveAuthSecret(secret), cfg.AuthSecret)
 	require.NotEqual(t, []byte(secret), cfg.AuthSecret)
 	require.False(t, cfg.Bootstrap)
+	require.Equal(t, service.MailNone, cfg.Mail, "reset links are never logged unless asked for")
+	require.Positive(t, cfg.HashSlots)
+	require.Equal(t, service.DefaultHashWait, cfg.HashWait)
 
 	cfg, err = load(map[string]string{"SVC_PUBLIC_URL": "https://api.example.com:443/base", "SVC_TRUSTED_ORIGINS": "https://app.example.com, http://LOCALHOST:3000",
 		"SVC_AUTH_SECRET": strings.Repeat("a", 32), "SVC_BOOTSTRAP": "1"})
@@ -767,6 +796,7 @@ func TestLoadConfig(t *testing.T) {
 		"BadOrigin":       {"SVC_TRUSTED_ORIGINS": "ftp://x"},
 		"BadPublicURL":    {"SVC_PUBLIC_URL": "localhost"},
 		"BadBootstrap":    {"SVC_BOOTSTRAP": "yes"},
+		"BadMail":         {"SVC_MAIL": "smtp"},
 	} {
 		_, err := load(extra)
 		require.Error(t, err, name)

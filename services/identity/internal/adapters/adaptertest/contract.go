@@ -6,6 +6,7 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -203,6 +204,36 @@ func Run(t *testing.T, newRepos NewFunc) {
 		require.NoError(t, err)
 	})
 
+	// Whatever a client can get past the domain is storable: the longest names the rules
+	// allow, in characters of several bytes, and a session whose User-Agent and address
+	// were not UTF-8 or were cut in the middle of a character (Postgres refuses invalid
+	// UTF-8 in text).
+	t.Run("ClientStrings", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		u, err := user.New(strings.Repeat("é", 60)+"@x.io", strings.Repeat("€", 100), "hash", b.now)
+		require.NoError(t, err)
+		o, err := org.New(strings.Repeat("😀", 100), "emoji", person(u), b.now)
+		require.NoError(t, err)
+		s, tok := session.New(u.ID(), o.ID(), "198.51.100.7\xff", "Mozilla\xff", b.now)
+		require.NoError(t, b.repos.Registrar.Register(b.ctx, port.Registration{User: u, Organization: o, Session: s}))
+		rec, err := b.repos.Sessions.Authenticate(b.ctx, tok.Hash())
+		require.NoError(t, err)
+		require.Equal(t, "Mozilla\uFFFD", rec.Session.UserAgent())
+		require.Equal(t, strings.Repeat("€", 100), rec.User.Name())
+
+		for _, ua := range []string{strings.Repeat("a", 511) + "é", strings.Repeat("é", 300), "a\x80\x80b\x00"} {
+			s2, tok2 := session.New(u.ID(), "", "", ua, b.now)
+			require.NoError(t, b.repos.Sessions.Add(b.ctx, s2), "%q", ua)
+			rec, err := b.repos.Sessions.Authenticate(b.ctx, tok2.Hash())
+			require.NoError(t, err)
+			require.Equal(t, s2.UserAgent(), rec.Session.UserAgent())
+		}
+		k, _, err := apikey.New(strings.Repeat("ü", 64), o.ID(), u.ID(), 0, b.now)
+		require.NoError(t, err)
+		require.NoError(t, b.repos.Keys.Add(b.ctx, k))
+	})
+
 	t.Run("Organizations", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
@@ -367,20 +398,75 @@ func Run(t *testing.T, newRepos NewFunc) {
 		t.Parallel()
 		b := setup(t)
 		a := b.register(t, "ann@x.io")
-		h1, h2 := secret.SHA256URL("one"), secret.SHA256URL("two")
-		require.NoError(t, b.repos.ResetTokens.Add(b.ctx, a.user.ID(), h1, b.now.Add(time.Hour)))
-		require.NoError(t, b.repos.ResetTokens.Add(b.ctx, a.user.ID(), h2, b.now.Add(time.Hour)))
+		h1, h2, h3 := secret.SHA256URL("one"), secret.SHA256URL("two"), secret.SHA256URL("three")
+		for _, h := range []string{h1, h2, h3} {
+			require.NoError(t, b.repos.ResetTokens.Add(b.ctx, a.user.ID(), h, b.now.Add(time.Hour)))
+		}
+		change := func(_ context.Context, u *user.User) error {
+			u.ChangePassword("reset", true, b.now)
+			return nil
+		}
 
-		uid, err := b.repos.ResetTokens.Consume(b.ctx, h1, b.now)
-		require.NoError(t, err)
-		require.Equal(t, a.user.ID(), uid)
-		_, err = b.repos.ResetTokens.Consume(b.ctx, h1, b.now)
-		require.ErrorIs(t, err, port.ErrResetTokenNotFound, "one use")
-		_, err = b.repos.ResetTokens.Consume(b.ctx, h2, b.now.Add(time.Hour))
+		// Looking a token up uses nothing.
+		for range 2 {
+			uid, err := b.repos.ResetTokens.Lookup(b.ctx, h1, b.now)
+			require.NoError(t, err)
+			require.Equal(t, a.user.ID(), uid)
+		}
+		_, err := b.repos.ResetTokens.Lookup(b.ctx, h1, b.now.Add(time.Hour))
 		require.ErrorIs(t, err, port.ErrResetTokenNotFound, "expired")
-		_, err = b.repos.ResetTokens.Consume(b.ctx, h2, b.now)
-		require.ErrorIs(t, err, port.ErrResetTokenNotFound, "an expired try uses the token up")
-		_, err = b.repos.ResetTokens.Consume(b.ctx, secret.SHA256URL("never"), b.now)
+		_, err = b.repos.ResetTokens.Lookup(b.ctx, secret.SHA256URL("never"), b.now)
 		require.ErrorIs(t, err, port.ErrResetTokenNotFound)
+
+		// A failing redemption changes nothing: the token still works, the password and the
+		// sessions are as they were.
+		boom := errors.New("boom")
+		err = b.repos.ResetTokens.Redeem(b.ctx, h1, b.now, func(_ context.Context, u *user.User) error {
+			u.ChangePassword("never stored", true, b.now)
+			return boom
+		})
+		require.ErrorIs(t, err, boom)
+		_, err = b.repos.ResetTokens.Lookup(b.ctx, h1, b.now)
+		require.NoError(t, err)
+		got, err := b.repos.Users.Get(b.ctx, a.user.ID())
+		require.NoError(t, err)
+		require.Equal(t, "hash:ann@x.io", got.PasswordHash())
+		_, err = b.repos.Sessions.Authenticate(b.ctx, a.token.Hash())
+		require.NoError(t, err)
+
+		// An expired try uses the token up.
+		require.ErrorIs(t, b.repos.ResetTokens.Redeem(b.ctx, h2, b.now.Add(time.Hour), change), port.ErrResetTokenNotFound)
+		require.ErrorIs(t, b.repos.ResetTokens.Redeem(b.ctx, h2, b.now, change), port.ErrResetTokenNotFound, "used up")
+
+		// A redemption stores the password, revokes every session and voids the user's other
+		// tokens, together.
+		require.NoError(t, b.repos.ResetTokens.Redeem(b.ctx, h1, b.now, change))
+		got, err = b.repos.Users.Get(b.ctx, a.user.ID())
+		require.NoError(t, err)
+		require.Equal(t, "reset", got.PasswordHash())
+		_, err = b.repos.Sessions.Authenticate(b.ctx, a.token.Hash())
+		require.ErrorIs(t, err, session.ErrNotFound)
+		require.ErrorIs(t, b.repos.ResetTokens.Redeem(b.ctx, h1, b.now, change), port.ErrResetTokenNotFound, "one use")
+		_, err = b.repos.ResetTokens.Lookup(b.ctx, h3, b.now)
+		require.ErrorIs(t, err, port.ErrResetTokenNotFound, "an older link died with the reset")
+		require.ErrorIs(t, b.repos.ResetTokens.Redeem(b.ctx, secret.SHA256URL("never"), b.now, change), port.ErrResetTokenNotFound)
+	})
+
+	t.Run("PasswordChangeVoidsResetTokens", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		ann, bob := b.register(t, "ann@x.io"), b.register(t, "bob@x.io")
+		annTok, bobTok := secret.SHA256URL("ann"), secret.SHA256URL("bob")
+		require.NoError(t, b.repos.ResetTokens.Add(b.ctx, ann.user.ID(), annTok, b.now.Add(time.Hour)))
+		require.NoError(t, b.repos.ResetTokens.Add(b.ctx, bob.user.ID(), bobTok, b.now.Add(time.Hour)))
+		require.NoError(t, b.repos.Users.Update(b.ctx, ann.user.ID(), func(_ context.Context, u *user.User) error {
+			u.ChangePassword("changed", false, b.now)
+			return nil
+		}))
+		_, err := b.repos.ResetTokens.Lookup(b.ctx, annTok, b.now)
+		require.ErrorIs(t, err, port.ErrResetTokenNotFound)
+		uid, err := b.repos.ResetTokens.Lookup(b.ctx, bobTok, b.now)
+		require.NoError(t, err, "other users' links live on")
+		require.Equal(t, bob.user.ID(), uid)
 	})
 }

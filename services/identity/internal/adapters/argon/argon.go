@@ -3,10 +3,11 @@
 //	$argon2id$v=19$m=19456,t=2,p=1$<salt>$<hash>
 //
 // The parameters travel with each hash, so they can be raised later without invalidating the
-// stored ones.
+// stored ones. Gate bounds how many run at once, and so the memory they take.
 package argon
 
 import (
+	"context"
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/base64"
@@ -32,6 +33,7 @@ type Params struct {
 // 19 MiB of memory, 2 passes, 1 lane, a 16-byte salt and a 32-byte hash. One hash takes
 // some 30 ms of one core here: slow for an attacker with a stolen table, cheap enough for a
 // sign-in, and sign-in attempts are rate limited (10 a minute per IP and address) anyway.
+// The 19 MiB are per hash in flight: Gate keeps the number in flight bounded.
 func DefaultParams() Params {
 	return Params{Memory: 19 * 1024, Time: 2, Threads: 1, SaltLen: 16, KeyLen: 32}
 }
@@ -57,7 +59,7 @@ func New(p Params) *Hasher {
 }
 
 // Hash returns the PHC string of password with a fresh salt.
-func (h *Hasher) Hash(password string) (string, error) {
+func (h *Hasher) Hash(_ context.Context, password string) (string, error) {
 	salt := make([]byte, h.p.SaltLen)
 	if _, err := rand.Read(salt); err != nil {
 		return "", fmt.Errorf("salt: %w", err)
@@ -71,7 +73,7 @@ func (h *Hasher) Hash(password string) (string, error) {
 var ErrMalformed = errors.New("argon: malformed hash")
 
 // Verify reports whether password matches encoded; the comparison is constant-time.
-func (h *Hasher) Verify(password, encoded string) (bool, error) {
+func (h *Hasher) Verify(_ context.Context, password, encoded string) (bool, error) {
 	parts := strings.Split(encoded, "$")
 	if len(parts) != 6 || parts[0] != "" || parts[1] != "argon2id" {
 		return false, ErrMalformed

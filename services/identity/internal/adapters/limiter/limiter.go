@@ -1,5 +1,6 @@
 // Package limiter adapts libs/ratelimit to identity's AttemptLimiter port: a token bucket per
-// key in Redis (GCRA), answered from process memory while Redis is down.
+// key in Redis (GCRA), answered from process memory while Redis is down. Each of identity's
+// limits (port.Limits) is one AttemptLimiter with its own Limit.
 package limiter
 
 import (
@@ -7,10 +8,34 @@ import (
 	"time"
 
 	"svc.dev/libs/ratelimit"
+	"svc.dev/services/identity/internal/app/port"
 )
 
 // SignInAttempts is contract §1's limit: 10 sign-in attempts a minute per (IP, email).
 func SignInAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
+
+// SignUpAttempts is 30 sign-ups a minute per client address: every one costs an argon2id
+// hash, and a household or an office behind one address still signs up freely.
+func SignUpAttempts() ratelimit.Limit { return ratelimit.PerMinute(30) }
+
+// PasswordResetAttempts is 10 calls a minute per client address to request-password-reset
+// and reset-password together: a link costs a mail, a reset a hash.
+func PasswordResetAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
+
+// ChangePasswordAttempts is 10 change-password attempts a minute per user, as for sign-in:
+// a stolen session must not become a way to guess the password at leisure.
+func ChangePasswordAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
+
+// Limits returns the limiters of port.Limits, all over one *ratelimit.Limiter (one Redis
+// keyspace; the use cases' keys say which limit each bucket belongs to).
+func Limits(l Allower) port.Limits {
+	return port.Limits{
+		SignIn:         New(l, SignInAttempts()),
+		SignUp:         New(l, SignUpAttempts()),
+		PasswordReset:  New(l, PasswordResetAttempts()),
+		ChangePassword: New(l, ChangePasswordAttempts()),
+	}
+}
 
 // Allower is *ratelimit.Limiter as this adapter uses it.
 type Allower interface {

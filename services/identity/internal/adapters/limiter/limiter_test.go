@@ -9,6 +9,7 @@ import (
 
 	"svc.dev/libs/ratelimit"
 	"svc.dev/services/identity/internal/adapters/limiter"
+	"svc.dev/services/identity/internal/app/port"
 )
 
 func TestAttemptLimiter(t *testing.T) {
@@ -25,6 +26,25 @@ func TestAttemptLimiter(t *testing.T) {
 	require.Equal(t, 6*time.Second, retry, "one attempt back every 6 s")
 	ok, _ = l.Allow(context.Background(), "sign-in:ip:b")
 	require.True(t, ok)
+}
+
+func TestLimits(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ls := limiter.Limits(localAllower{ratelimit.NewLocal(func() time.Time { return now }, 1000)})
+	for name, tc := range map[string]struct {
+		l   port.AttemptLimiter
+		max int
+	}{
+		"SignIn": {ls.SignIn, 10}, "SignUp": {ls.SignUp, 30}, "PasswordReset": {ls.PasswordReset, 10}, "ChangePassword": {ls.ChangePassword, 10},
+	} {
+		for i := range tc.max {
+			ok, _ := tc.l.Allow(context.Background(), name)
+			require.True(t, ok, "%s attempt %d", name, i+1)
+		}
+		ok, _ := tc.l.Allow(context.Background(), name)
+		require.False(t, ok, name)
+	}
 }
 
 type localAllower struct{ l *ratelimit.Local }

@@ -1,6 +1,7 @@
-// Package mail holds identity's mail adapters. LogMailer is the development one: it writes
-// each mail's link to the log at info level instead of sending it. The link is the only place
-// a reset token ever appears; an SMTP adapter would implement the same port.
+// Package mail holds identity's mail adapters, chosen with SVC_MAIL. DiscardMailer (none, the
+// default) sends nothing. LogMailer (log) is the development one: it writes each mail's link
+// to the log at info level instead of sending it, reset tokens included, so it is for
+// development and tests only. An SMTP adapter would implement the same port.
 package mail
 
 import (

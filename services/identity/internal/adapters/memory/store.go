@@ -114,7 +114,12 @@ func (r UserRepository) ByEmail(_ context.Context, email string) (*user.User, er
 func (r UserRepository) Update(ctx context.Context, id string, updateFunc func(context.Context, *user.User) error) error {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
-	row, ok := r.s.users[id]
+	return r.s.updateUser(ctx, id, updateFunc)
+}
+
+// updateUser is Update with s.mu held.
+func (s *Store) updateUser(ctx context.Context, id string, updateFunc func(context.Context, *user.User) error) error {
+	row, ok := s.users[id]
 	if !ok {
 		return user.ErrNotFound
 	}
@@ -123,11 +128,18 @@ func (r UserRepository) Update(ctx context.Context, id string, updateFunc func(c
 		return err
 	}
 	row.hash, row.updatedAt = u.PasswordHash(), u.UpdatedAt()
-	r.s.users[id] = row
+	s.users[id] = row
 	if u.RevokesSessions() {
-		for sid, ss := range r.s.sessions {
+		for sid, ss := range s.sessions {
 			if ss.userID == id {
-				delete(r.s.sessions, sid)
+				delete(s.sessions, sid)
+			}
+		}
+	}
+	if u.PasswordChanged() {
+		for h, t := range s.resets {
+			if t.userID == id {
+				delete(s.resets, h)
 			}
 		}
 	}
@@ -480,16 +492,34 @@ func (r ResetTokenRepository) Add(_ context.Context, userID, hash string, expire
 	return nil
 }
 
-// Consume implements port.ResetTokens.
-func (r ResetTokenRepository) Consume(_ context.Context, hash string, now time.Time) (string, error) {
+// Lookup implements port.ResetTokens.
+func (r ResetTokenRepository) Lookup(_ context.Context, hash string, now time.Time) (string, error) {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
 	t, ok := r.s.resets[hash]
-	delete(r.s.resets, hash)
 	if !ok || !now.Before(t.expiresAt) {
 		return "", port.ErrResetTokenNotFound
 	}
 	return t.userID, nil
+}
+
+// Redeem implements port.ResetTokens: the one mutex makes it all or nothing.
+func (r ResetTokenRepository) Redeem(ctx context.Context, hash string, now time.Time, updateFunc func(context.Context, *user.User) error) error {
+	r.s.mu.Lock()
+	defer r.s.mu.Unlock()
+	t, ok := r.s.resets[hash]
+	if !ok {
+		return port.ErrResetTokenNotFound
+	}
+	if !now.Before(t.expiresAt) {
+		delete(r.s.resets, hash)
+		return port.ErrResetTokenNotFound
+	}
+	if err := r.s.updateUser(ctx, t.userID, updateFunc); err != nil {
+		return err
+	}
+	delete(r.s.resets, hash)
+	return nil
 }
 
 // Registrar implements port.Registrar.

@@ -69,27 +69,36 @@ func (r *UserRepository) ByEmail(ctx context.Context, email string) (*user.User,
 }
 
 // Update implements user.Repository: the password and, when asked, the revocation of every
-// session of the user commit together.
+// session of the user commit together, and with a new password every reset token of the
+// user is deleted in the same transaction.
 func (r *UserRepository) Update(ctx context.Context, id string, updateFunc func(context.Context, *user.User) error) error {
-	return pgdb.InTx(ctx, r.pool, func(tx pgx.Tx) error {
-		u, err := scanUser(tx.QueryRow(ctx, selectUserForUpdate, id))
-		if err != nil {
-			return fmt.Errorf("update user %s: %w", id, err)
+	return pgdb.InTx(ctx, r.pool, func(tx pgx.Tx) error { return updateUser(ctx, tx, id, updateFunc) })
+}
+
+// updateUser is Update inside tx, which reset-token redemption shares.
+func updateUser(ctx context.Context, tx pgx.Tx, id string, updateFunc func(context.Context, *user.User) error) error {
+	u, err := scanUser(tx.QueryRow(ctx, selectUserForUpdate, id))
+	if err != nil {
+		return fmt.Errorf("update user %s: %w", id, err)
+	}
+	if err := updateFunc(ctx, u); err != nil {
+		return err
+	}
+	if _, err := tx.Exec(ctx, updateUserPassword, id, u.PasswordHash(), u.UpdatedAt()); err != nil {
+		return fmt.Errorf("update password: %w", err)
+	}
+	if _, err := tx.Exec(ctx, updateUserTouched, id, u.UpdatedAt()); err != nil {
+		return fmt.Errorf("update user: %w", err)
+	}
+	if u.RevokesSessions() {
+		if _, err := tx.Exec(ctx, deleteSessionsOfUser, id); err != nil {
+			return fmt.Errorf("revoke sessions: %w", err)
 		}
-		if err := updateFunc(ctx, u); err != nil {
-			return err
+	}
+	if u.PasswordChanged() {
+		if _, err := tx.Exec(ctx, deleteResetTokensOfUser, resetIdentifier+id); err != nil {
+			return fmt.Errorf("delete reset tokens: %w", err)
 		}
-		if _, err := tx.Exec(ctx, updateUserPassword, id, u.PasswordHash(), u.UpdatedAt()); err != nil {
-			return fmt.Errorf("update password: %w", err)
-		}
-		if _, err := tx.Exec(ctx, updateUserTouched, id, u.UpdatedAt()); err != nil {
-			return fmt.Errorf("update user: %w", err)
-		}
-		if u.RevokesSessions() {
-			if _, err := tx.Exec(ctx, deleteSessionsOfUser, id); err != nil {
-				return fmt.Errorf("revoke sessions: %w", err)
-			}
-		}
-		return nil
-	})
+	}
+	return nil
 }

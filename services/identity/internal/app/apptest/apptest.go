@@ -10,11 +10,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"svc.dev/services/identity/internal/adapters/memory"
 	"svc.dev/services/identity/internal/app"
+	"svc.dev/services/identity/internal/app/port"
 )
 
 // Clock is a settable clock.
@@ -37,20 +39,39 @@ func (c *Clock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
-// Hasher is a fast, deterministic stand-in for argon2id: "h:" + hex(sha256(password)).
-type Hasher struct{}
+// Hasher is a fast, deterministic stand-in for argon2id: "h:" + hex(sha256(password)). It
+// counts its calls, so that tests can tell which requests cost a (real) hash.
+type Hasher struct {
+	hashes, verifies atomic.Int64
+	// Busy makes every call fail with port.ErrHasherBusy, as a full argon.Gate does.
+	Busy atomic.Bool
+}
+
+func encode(p string) string {
+	sum := sha256.Sum256([]byte(p))
+	return "h:" + hex.EncodeToString(sum[:])
+}
 
 // Hash implements port.PasswordHasher.
-func (Hasher) Hash(p string) (string, error) {
-	sum := sha256.Sum256([]byte(p))
-	return "h:" + hex.EncodeToString(sum[:]), nil
+func (h *Hasher) Hash(_ context.Context, p string) (string, error) {
+	if h.Busy.Load() {
+		return "", port.ErrHasherBusy
+	}
+	h.hashes.Add(1)
+	return encode(p), nil
 }
 
 // Verify implements port.PasswordHasher.
-func (h Hasher) Verify(p, encoded string) (bool, error) {
-	want, _ := h.Hash(p)
-	return want == encoded, nil
+func (h *Hasher) Verify(_ context.Context, p, encoded string) (bool, error) {
+	if h.Busy.Load() {
+		return false, port.ErrHasherBusy
+	}
+	h.verifies.Add(1)
+	return encode(p) == encoded, nil
 }
+
+// Calls is how many hashes and verifications were asked for so far.
+func (h *Hasher) Calls() (hashes, verifies int64) { return h.hashes.Load(), h.verifies.Load() }
 
 // Mail is one mail sent.
 type Mail struct{ Kind, To, Link string }
@@ -89,7 +110,8 @@ func (m *Mailer) Last(kind, email string) (Mail, bool) {
 	return Mail{}, false
 }
 
-// Limiter allows Max attempts per key.
+// Limiter allows Max attempts per key; the bundle uses it for every limit (the keys of each
+// limit have their own prefix).
 type Limiter struct {
 	mu    sync.Mutex
 	Max   int
@@ -136,6 +158,7 @@ type Bundle struct {
 	Mailer  *Mailer
 	Limiter *Limiter
 	Usage   *Usage
+	Hasher  *Hasher
 }
 
 // Options adjust New.
@@ -150,9 +173,11 @@ func New(t testing.TB, opts Options) *Bundle {
 		Mailer:  &Mailer{},
 		Limiter: &Limiter{Max: 10, count: map[string]int{}},
 		Usage:   &Usage{Uses: map[string]time.Time{}},
+		Hasher:  &Hasher{},
 	}
 	b.App = app.New(app.Dependencies{
-		Repos: b.Store.Repositories(), Hasher: Hasher{}, Mailer: b.Mailer, Limiter: b.Limiter, KeyUsage: b.Usage,
+		Repos: b.Store.Repositories(), Hasher: b.Hasher, Mailer: b.Mailer, KeyUsage: b.Usage,
+		Limits:           port.Limits{SignIn: b.Limiter, SignUp: b.Limiter, PasswordReset: b.Limiter, ChangePassword: b.Limiter},
 		ResetLink:        func(token, _ string) string { return "http://test/reset-password?token=" + token },
 		InvitationLink:   func(id string) string { return "http://test/accept-invitation/" + id },
 		BootstrapEnabled: opts.Bootstrap,

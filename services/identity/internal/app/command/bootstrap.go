@@ -81,7 +81,10 @@ func (h BootstrapHandler) Handle(ctx context.Context, cmd Bootstrap) (BootstrapR
 	if err := user.CheckPassword(cmd.Password); err != nil {
 		return BootstrapResult{}, err
 	}
-	hash, err := h.hasher.Hash(cmd.Password)
+	if err := user.CheckName(cmd.Name); err != nil {
+		return BootstrapResult{}, err
+	}
+	hash, err := h.hasher.Hash(ctx, cmd.Password)
 	if err != nil {
 		return BootstrapResult{}, fmt.Errorf("hash password: %w", err)
 	}

@@ -31,24 +31,34 @@ type ChangePasswordResult struct {
 
 // ChangePasswordHandler checks the current password and stores the new one. With
 // RevokeOtherSessions every session of the user is revoked in the same transaction and the
-// caller continues on a new one (better-auth rotates the token the same way).
+// caller continues on a new one (better-auth rotates the token the same way). Attempts are
+// limited per user, so that a stolen session cannot be used to guess the password; the
+// current password is checked before the new one is hashed, so a wrong guess costs one
+// argon2id, not two.
 type ChangePasswordHandler struct {
 	users    user.Repository
 	sessions port.Sessions
 	hasher   port.PasswordHasher
+	limiter  port.AttemptLimiter
 	now      func() time.Time
 }
 
 // NewChangePasswordHandler returns the handler.
-func NewChangePasswordHandler(users user.Repository, sessions port.Sessions, hasher port.PasswordHasher, now func() time.Time) ChangePasswordHandler {
-	if users == nil || sessions == nil || hasher == nil {
+func NewChangePasswordHandler(users user.Repository, sessions port.Sessions, hasher port.PasswordHasher, limiter port.AttemptLimiter,
+	now func() time.Time,
+) ChangePasswordHandler {
+	if users == nil || sessions == nil || hasher == nil || limiter == nil {
 		panic("nil dependency")
 	}
 	mustClock(now)
-	return ChangePasswordHandler{users: users, sessions: sessions, hasher: hasher, now: now}
+	return ChangePasswordHandler{users: users, sessions: sessions, hasher: hasher, limiter: limiter, now: now}
 }
 
-// Handle changes the password; auth.ErrInvalidCredentials when the current one is wrong.
+// ChangePasswordKey is the limiter key of userID's change-password attempts.
+func ChangePasswordKey(userID string) string { return "change-password:" + userID }
+
+// Handle changes the password; auth.ErrInvalidCredentials when the current one is wrong,
+// *auth.RateLimitedError past the user's limit.
 func (h ChangePasswordHandler) Handle(ctx context.Context, cmd ChangePassword) (ChangePasswordResult, error) {
 	rec, err := cmd.Caller.RequireSession()
 	if err != nil {
@@ -60,18 +70,27 @@ func (h ChangePasswordHandler) Handle(ctx context.Context, cmd ChangePassword) (
 	if err := user.CheckPassword(cmd.NewPassword); err != nil {
 		return ChangePasswordResult{}, err
 	}
-	hash, err := h.hasher.Hash(cmd.NewPassword)
+	if ok, retry := h.limiter.Allow(ctx, ChangePasswordKey(rec.User.ID())); !ok {
+		return ChangePasswordResult{}, &auth.RateLimitedError{RetryAfter: retry}
+	}
+	// The hash the session was read with: if it changes before the new one is stored, the
+	// password just checked is no longer the current one.
+	checked := rec.User.PasswordHash()
+	ok, err := h.hasher.Verify(ctx, cmd.CurrentPassword, checked)
+	if err != nil {
+		return ChangePasswordResult{}, fmt.Errorf("verify password: %w", err)
+	}
+	if !ok {
+		return ChangePasswordResult{}, auth.ErrInvalidCredentials
+	}
+	hash, err := h.hasher.Hash(ctx, cmd.NewPassword)
 	if err != nil {
 		return ChangePasswordResult{}, fmt.Errorf("hash password: %w", err)
 	}
 	now := h.now()
 	var updated *user.User
 	err = h.users.Update(ctx, rec.User.ID(), func(_ context.Context, u *user.User) error {
-		ok, err := h.hasher.Verify(cmd.CurrentPassword, u.PasswordHash())
-		if err != nil {
-			return fmt.Errorf("verify password: %w", err)
-		}
-		if !ok {
+		if u.PasswordHash() != checked {
 			return auth.ErrInvalidCredentials
 		}
 		u.ChangePassword(hash, cmd.RevokeOtherSessions, now)

@@ -2,6 +2,7 @@ package command
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -56,6 +57,9 @@ func (h CreateOrganizationHandler) Handle(ctx context.Context, cmd CreateOrganiz
 			s.SetActiveOrganization(o.ID(), now)
 			return nil
 		})
+		if errors.Is(err, session.ErrNotFound) {
+			return nil, auth.ErrUnauthenticated // signed out meanwhile, as set-active answers
+		}
 		if err != nil {
 			return nil, fmt.Errorf("activate organization: %w", err)
 		}

@@ -67,7 +67,7 @@ func (h SignInHandler) Handle(ctx context.Context, cmd SignIn) (SessionResult, e
 	if err != nil {
 		return SessionResult{}, err
 	}
-	ok, err := h.hasher.Verify(cmd.Password, u.PasswordHash())
+	ok, err := h.hasher.Verify(ctx, cmd.Password, u.PasswordHash())
 	if err != nil {
 		return SessionResult{}, fmt.Errorf("verify password: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/org"
 	"svc.dev/services/identity/internal/domain/session"
@@ -22,23 +23,31 @@ type SignUp struct {
 }
 
 // SignUpHandler creates the user, its credential, a personal organization with the user as
-// owner, and a first session with that organization active — all in one transaction.
+// owner, and a first session with that organization active — all in one transaction. Each
+// client address may sign up a limited number of times a minute: every sign-up costs an
+// argon2id hash.
 type SignUpHandler struct {
 	registrar port.Registrar
 	hasher    port.PasswordHasher
+	limiter   port.AttemptLimiter
 	now       func() time.Time
 }
 
 // NewSignUpHandler returns the handler.
-func NewSignUpHandler(registrar port.Registrar, hasher port.PasswordHasher, now func() time.Time) SignUpHandler {
-	if registrar == nil || hasher == nil {
+func NewSignUpHandler(registrar port.Registrar, hasher port.PasswordHasher, limiter port.AttemptLimiter, now func() time.Time) SignUpHandler {
+	if registrar == nil || hasher == nil || limiter == nil {
 		panic("nil dependency")
 	}
 	mustClock(now)
-	return SignUpHandler{registrar: registrar, hasher: hasher, now: now}
+	return SignUpHandler{registrar: registrar, hasher: hasher, limiter: limiter, now: now}
 }
 
-// Handle signs the person up; user.ErrEmailTaken when the address is in use.
+// SignUpKey is the limiter key of sign-ups from ip.
+func SignUpKey(ip string) string { return "sign-up:" + ip }
+
+// Handle signs the person up; user.ErrEmailTaken when the address is in use,
+// *auth.RateLimitedError past the address's limit. The request is checked in full before
+// the password is hashed.
 func (h SignUpHandler) Handle(ctx context.Context, cmd SignUp) (SessionResult, error) {
 	if _, err := user.NormalizeEmail(cmd.Email); err != nil {
 		return SessionResult{}, err
@@ -46,7 +55,13 @@ func (h SignUpHandler) Handle(ctx context.Context, cmd SignUp) (SessionResult, e
 	if err := user.CheckPassword(cmd.Password); err != nil {
 		return SessionResult{}, err
 	}
-	hash, err := h.hasher.Hash(cmd.Password)
+	if err := user.CheckName(cmd.Name); err != nil {
+		return SessionResult{}, err
+	}
+	if ok, retry := h.limiter.Allow(ctx, SignUpKey(cmd.IPAddress)); !ok {
+		return SessionResult{}, &auth.RateLimitedError{RetryAfter: retry}
+	}
+	hash, err := h.hasher.Hash(ctx, cmd.Password)
 	if err != nil {
 		return SessionResult{}, fmt.Errorf("hash password: %w", err)
 	}

@@ -1,7 +1,7 @@
 // Package port declares what identity's use cases need from the outside world: storage
 // beyond the single-aggregate repositories of the domain (joined reads for the request path,
-// the sign-up transaction, reset tokens), password hashing, mail, the sign-in attempt limiter
-// and the recorder of API key use. Adapters implement them; app tests use the in-memory ones.
+// the sign-up transaction, reset tokens), password hashing, mail, the attempt limiters and
+// the recorder of API key use. Adapters implement them; app tests use the in-memory ones.
 package port
 
 import (
@@ -20,6 +20,10 @@ var ErrUsersExist = errors.New("users exist")
 
 // ErrResetTokenNotFound is returned for a reset token that is unknown, used or expired.
 var ErrResetTokenNotFound = errors.New("reset token not found")
+
+// ErrHasherBusy is returned by a PasswordHasher that could not start within its wait because
+// as many hashes as it allows were running: the client should retry shortly.
+var ErrHasherBusy = errors.New("too many password hashes in progress")
 
 // Registration is everything a sign-up (or the bootstrap) creates, stored in one
 // transaction: the user with its password credential, its organization with the owner
@@ -70,19 +74,28 @@ type Keys interface {
 	Authenticate(ctx context.Context, hash string) (KeyRecord, error)
 }
 
-// ResetTokens stores one-time password-reset tokens, hashed.
+// ResetTokens stores one-time password-reset tokens, hashed. A user's tokens also die with
+// any change of its password (user.Repository.Update and Redeem delete them).
 type ResetTokens interface {
 	Add(ctx context.Context, userID, hash string, expiresAt time.Time) error
-	// Consume deletes the token and returns its user when it is live at now; otherwise
-	// ErrResetTokenNotFound. A token is usable once.
-	Consume(ctx context.Context, hash string, now time.Time) (userID string, err error)
+	// Lookup returns the user of the token when it is live at now, without using it up;
+	// otherwise ErrResetTokenNotFound. It lets a bogus token be refused before anything
+	// costly (hashing the new password) is done.
+	Lookup(ctx context.Context, hash string, now time.Time) (userID string, err error)
+	// Redeem uses the token up and, in the same transaction, loads its user under a row lock,
+	// applies updateFunc and saves the user as user.Repository.Update does (sessions revoked
+	// when asked, every reset token of the user deleted). A token that is unknown, used or
+	// not live at now is ErrResetTokenNotFound (an expired one is used up all the same); when
+	// updateFunc or the save fails nothing changes, and the token stays usable.
+	Redeem(ctx context.Context, hash string, now time.Time, updateFunc func(ctx context.Context, u *user.User) error) error
 }
 
-// PasswordHasher hashes passwords into self-describing encoded strings.
+// PasswordHasher hashes passwords into self-describing encoded strings. Either call may be
+// refused with ErrHasherBusy, or end early with ctx.
 type PasswordHasher interface {
-	Hash(password string) (string, error)
+	Hash(ctx context.Context, password string) (string, error)
 	// Verify compares in constant time; an encoded value it cannot read is an error.
-	Verify(password, encoded string) (bool, error)
+	Verify(ctx context.Context, password, encoded string) (bool, error)
 }
 
 // Mailer sends the mails identity needs. The dev adapter logs them.
@@ -94,6 +107,28 @@ type Mailer interface {
 // AttemptLimiter decides whether one more attempt under key is allowed now.
 type AttemptLimiter interface {
 	Allow(ctx context.Context, key string) (ok bool, retryAfter time.Duration)
+}
+
+// Limits are the attempt limiters of the routes a client can call over and over at a cost to
+// the service (a password hash, a mail) or to a user (guessing a password). Each has its own
+// budget; the use cases name their keys.
+type Limits struct {
+	// SignIn limits sign-in attempts per (client address, email).
+	SignIn AttemptLimiter
+	// SignUp limits sign-ups per client address.
+	SignUp AttemptLimiter
+	// PasswordReset limits request-password-reset and reset-password together, per client
+	// address.
+	PasswordReset AttemptLimiter
+	// ChangePassword limits change-password attempts per user.
+	ChangePassword AttemptLimiter
+}
+
+// Validate panics on a missing limiter: a wiring mistake, not a runtime failure.
+func (l Limits) Validate() {
+	if l.SignIn == nil || l.SignUp == nil || l.PasswordReset == nil || l.ChangePassword == nil {
+		panic("port: incomplete limits")
+	}
 }
 
 // KeyUsage remembers that a key was used at a time, to be written later in a batch: the

@@ -6,6 +6,7 @@ package apikey
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -17,7 +18,7 @@ import (
 // The errors of API keys.
 var (
 	ErrNotFound       = errors.New("API key not found")
-	ErrInvalidName    = errors.New("name must be 1 to 64 characters")
+	ErrInvalidName    = errors.New("name must be at most 64 characters of UTF-8 text")
 	ErrInvalidExpiry  = errors.New("expiresIn must be a whole number of seconds from 1 to 315360000 (ten years)")
 	ErrInvalidPrefix  = errors.New(`prefix must be "svc_": keys always start with it`)
 	ErrNotUsable      = errors.New("API key is disabled or expired")
@@ -57,17 +58,33 @@ type APIKey struct {
 	updatedAt      time.Time
 }
 
+// Lifetime is better-auth's expiresIn, a number of seconds, as a key lifetime for New: a
+// whole number from 1 to MaxExpiresIn in seconds, else ErrInvalidExpiry. (Absent means a key
+// that never expires, which is New's 0, not a number of seconds.)
+func Lifetime(seconds float64) (time.Duration, error) {
+	if seconds != math.Trunc(seconds) || seconds < 1 || seconds > MaxExpiresIn.Seconds() {
+		return 0, ErrInvalidExpiry
+	}
+	return time.Duration(seconds) * time.Second, nil
+}
+
+// validLifetime is the rule of a key's lifetime: whole seconds, from one to MaxExpiresIn.
+func validLifetime(d time.Duration) bool {
+	return d >= time.Second && d <= MaxExpiresIn && d%time.Second == 0
+}
+
 // New mints a key for organizationID on behalf of createdBy (a user id, or "" for none) and
-// returns it with the raw key, which exists nowhere else. expiresIn 0 means never.
+// returns it with the raw key, which exists nowhere else. expiresIn 0 means never; otherwise
+// it is a whole number of seconds up to MaxExpiresIn.
 func New(name, organizationID, createdBy string, expiresIn time.Duration, now time.Time) (*APIKey, string, error) {
 	if organizationID == "" {
 		return nil, "", errEmptyReference
 	}
 	name = strings.TrimSpace(name)
-	if utf8.RuneCountInString(name) > 64 {
+	if utf8.RuneCountInString(name) > 64 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 		return nil, "", ErrInvalidName
 	}
-	if expiresIn < 0 || expiresIn > MaxExpiresIn {
+	if expiresIn != 0 && !validLifetime(expiresIn) {
 		return nil, "", ErrInvalidExpiry
 	}
 	now = now.UTC().Truncate(time.Millisecond)

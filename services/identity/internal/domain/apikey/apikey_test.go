@@ -3,6 +3,7 @@ package apikey_test
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -34,8 +35,32 @@ func TestNew(t *testing.T) {
 
 	_, _, err = apikey.New(strings.Repeat("n", 65), "org_1", "", 0, now)
 	require.ErrorIs(t, err, apikey.ErrInvalidName)
+	for _, bad := range []string{"ci\xff", "a\x00b"} {
+		_, _, err = apikey.New(bad, "org_1", "", 0, now)
+		require.ErrorIs(t, err, apikey.ErrInvalidName, "%q", bad)
+	}
 	_, _, err = apikey.New("x", "org_1", "", apikey.MaxExpiresIn+time.Second, now)
 	require.ErrorIs(t, err, apikey.ErrInvalidExpiry)
+}
+
+// Lifetime is the one place of the expiresIn rule: whole seconds from 1 to ten years.
+func TestLifetime(t *testing.T) {
+	t.Parallel()
+	for _, secs := range []float64{1, 3600, apikey.MaxExpiresIn.Seconds()} {
+		d, err := apikey.Lifetime(secs)
+		require.NoError(t, err, secs)
+		require.Equal(t, time.Duration(secs)*time.Second, d)
+		_, _, err = apikey.New("x", "org_1", "", d, time.Now())
+		require.NoError(t, err, "New takes what Lifetime gives")
+	}
+	for _, secs := range []float64{0, 0.5, -1, 1.5, apikey.MaxExpiresIn.Seconds() + 1, 1e308, math.Inf(1), math.NaN()} {
+		_, err := apikey.Lifetime(secs)
+		require.ErrorIs(t, err, apikey.ErrInvalidExpiry, secs)
+	}
+	for _, d := range []time.Duration{-time.Second, time.Millisecond, 1500 * time.Millisecond} {
+		_, _, err := apikey.New("x", "org_1", "", d, time.Now())
+		require.ErrorIs(t, err, apikey.ErrInvalidExpiry, d)
+	}
 }
 
 func TestWellFormed(t *testing.T) {

@@ -19,7 +19,7 @@ import (
 var (
 	ErrNotFound           = errors.New("organization not found")
 	ErrSlugTaken          = errors.New("an organization with this slug already exists")
-	ErrInvalidName        = errors.New("name must be 1 to 100 characters")
+	ErrInvalidName        = errors.New("name must be 1 to 100 characters of UTF-8 text")
 	ErrInvalidSlug        = errors.New("slug must be 1 to 64 characters: lowercase letters and digits, separated by single hyphens")
 	ErrInvalidRole        = errors.New(`role must be "owner", "admin" or "member"`)
 	ErrNotMember          = errors.New("user is not a member of the organization")
@@ -126,7 +126,7 @@ func ValidSlug(s string) bool {
 // New creates an organization whose first member, owner, has the owner role.
 func New(name, slug string, owner Person, now time.Time) (*Organization, error) {
 	name = strings.TrimSpace(name)
-	if name == "" || utf8.RuneCountInString(name) > 100 {
+	if name == "" || utf8.RuneCountInString(name) > 100 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
 		return nil, ErrInvalidName
 	}
 	if !ValidSlug(slug) {

@@ -52,6 +52,10 @@ func TestNew(t *testing.T) {
 	}
 	_, err = org.New("  ", "x", ann, time.Now())
 	require.ErrorIs(t, err, org.ErrInvalidName)
+	for _, bad := range []string{"Acme\xff", "a\x00b"} {
+		_, err = org.New(bad, "x", ann, time.Now())
+		require.ErrorIs(t, err, org.ErrInvalidName, "%q", bad)
+	}
 
 	p, err := org.NewPersonal("", ann, time.Now())
 	require.NoError(t, err)

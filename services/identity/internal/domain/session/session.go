@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/domain/secret"
@@ -126,16 +127,23 @@ func New(userID, activeOrgID, ipAddress, userAgent string, now time.Time) (*Sess
 	tok := NewToken()
 	return &Session{
 		id: wire.NewID(wire.Session), tokenHash: tok.Hash(), userID: userID, activeOrgID: activeOrgID,
-		expiresAt: now.Add(Lifetime), ipAddress: clip(ipAddress, 64), userAgent: clip(userAgent, 512),
+		expiresAt: now.Add(Lifetime), ipAddress: clean(ipAddress, 64), userAgent: clean(userAgent, 512),
 		createdAt: now, updatedAt: now,
 	}, tok
 }
 
-func clip(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
+// clean makes a string the client chose (its User-Agent; its address when no gateway vouches
+// for one) storable: invalid UTF-8 becomes U+FFFD and NULs go, both of which Postgres refuses
+// in text, and it is cut to at most n bytes on a character boundary.
+func clean(s string, n int) string {
+	s = strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
+	if len(s) <= n {
+		return s
 	}
-	return s
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // UnmarshalFromDatabase rebuilds a stored session. Only adapters call it.

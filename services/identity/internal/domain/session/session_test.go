@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -89,4 +90,24 @@ func TestActiveOrganization(t *testing.T) {
 	require.True(t, s.ActiveCleared())
 	s.SetActiveOrganization("org_2", now)
 	require.False(t, s.ActiveCleared())
+}
+
+// The client chooses its User-Agent (and, without the gateway, nothing else): what is stored
+// is valid UTF-8 without NUL, cut on a character boundary, so the database never refuses it.
+func TestClientStringsAreCleaned(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ ua, want string }{
+		{"Mozilla\xff", "Mozilla\uFFFD"},
+		{"a\x80\x80b", "a\uFFFDb"},
+		{"nul\x00byte", "nulbyte"},
+		{strings.Repeat("a", 511) + "é", strings.Repeat("a", 511)},
+		{strings.Repeat("é", 300), strings.Repeat("é", 256)},
+		{"Mozilla/5.0 (X11; Linux x86_64)", "Mozilla/5.0 (X11; Linux x86_64)"},
+	} {
+		s, _ := session.New("usr_1", "", "203.0.113.9\xff", tc.ua, time.Now())
+		require.Equal(t, tc.want, s.UserAgent(), "%q", tc.ua)
+		require.True(t, utf8.ValidString(s.UserAgent()))
+		require.LessOrEqual(t, len(s.UserAgent()), 512)
+		require.Equal(t, "203.0.113.9\uFFFD", s.IPAddress())
+	}
 }

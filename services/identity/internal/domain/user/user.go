@@ -21,7 +21,7 @@ var (
 	ErrNotFound         = errors.New("user not found")
 	ErrEmailTaken       = errors.New("a user with this email already exists")
 	ErrInvalidEmail     = errors.New("email must be a valid address")
-	ErrInvalidName      = errors.New("name must be at most 100 characters")
+	ErrInvalidName      = errors.New("name must be at most 100 characters of UTF-8 text")
 	ErrPasswordTooShort = fmt.Errorf("password must be at least %d characters", MinPasswordLength)
 	ErrPasswordTooLong  = fmt.Errorf("password must be at most %d characters", MaxPasswordLength)
 )
@@ -43,9 +43,22 @@ func CheckPassword(p string) error {
 	return nil
 }
 
+// CheckName enforces the display name rule: at most 100 characters of UTF-8 text without NUL
+// (surrounding spaces do not count; New trims them).
+func CheckName(name string) error {
+	name = strings.TrimSpace(name)
+	if utf8.RuneCountInString(name) > 100 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		return ErrInvalidName
+	}
+	return nil
+}
+
 // NormalizeEmail trims and lower-cases an address and checks that it is one: the address is
 // the user's sign-in name, so "A@x.io" and "a@x.io" are the same person.
 func NormalizeEmail(raw string) (string, error) {
+	if !utf8.ValidString(raw) { // ToLower would quietly turn the bad bytes into U+FFFD
+		return "", ErrInvalidEmail
+	}
 	e := strings.ToLower(strings.TrimSpace(raw))
 	if e == "" || len(e) > 254 || strings.ContainsAny(e, " <>\"") || strings.IndexFunc(e, unicode.IsControl) >= 0 {
 		return "", ErrInvalidEmail
@@ -72,6 +85,9 @@ type User struct {
 	updatedAt     time.Time
 	// revokeSessions asks the repository to delete every session of the user when it saves.
 	revokeSessions bool
+	// passwordChanged asks the repository to delete every reset token of the user when it
+	// saves: a link mailed before the change must not undo it.
+	passwordChanged bool
 }
 
 // New validates a new user. passwordHash is the encoded hash of the already checked password.
@@ -81,8 +97,8 @@ func New(email, name, passwordHash string, now time.Time) (*User, error) {
 		return nil, err
 	}
 	name = strings.TrimSpace(name)
-	if utf8.RuneCountInString(name) > 100 {
-		return nil, ErrInvalidName
+	if err := CheckName(name); err != nil {
+		return nil, err
 	}
 	if passwordHash == "" {
 		return nil, errors.New("user: empty password hash")
@@ -121,12 +137,18 @@ func (u *User) UpdatedAt() time.Time { return u.updatedAt }
 // RevokesSessions reports whether saving the user must delete all of its sessions.
 func (u *User) RevokesSessions() bool { return u.revokeSessions }
 
+// PasswordChanged reports whether saving the user must delete all of its reset tokens.
+func (u *User) PasswordChanged() bool { return u.passwordChanged }
+
 // ChangePassword replaces the credential. With revokeSessions every session of the user dies
 // in the same transaction: a password reset signs out all devices, and a change that asks to
-// revoke the others does too (the caller then starts a fresh session).
+// revoke the others does too (the caller then starts a fresh session). Every reset link of
+// the user dies with any change, in the same transaction: one mailed earlier (to an inbox that
+// may be the reason for the change) cannot set the password back.
 func (u *User) ChangePassword(passwordHash string, revokeSessions bool, now time.Time) {
 	u.passwordHash = passwordHash
 	u.revokeSessions = u.revokeSessions || revokeSessions
+	u.passwordChanged = true
 	u.updatedAt = now.UTC().Truncate(time.Millisecond)
 }
 
@@ -135,6 +157,7 @@ type Repository interface {
 	Get(ctx context.Context, id string) (*User, error)
 	ByEmail(ctx context.Context, email string) (*User, error)
 	// Update loads the user under a row lock, applies updateFunc and saves the result (and
-	// revokes its sessions when asked) in one transaction.
+	// revokes its sessions when asked, and deletes its reset tokens when its password
+	// changed) in one transaction.
 	Update(ctx context.Context, id string, updateFunc func(ctx context.Context, u *User) error) error
 }

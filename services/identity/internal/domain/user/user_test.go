@@ -46,6 +46,8 @@ func TestNormalizeEmail(t *testing.T) {
 		{"Ann <ann@x.io>", "", false},
 		{"a b@x.io", "", false},
 		{strings.Repeat("a", 250) + "@x.io", "", false},
+		{"ann\xff@x.io", "", false},
+		{"ann@x\xff.io", "", false},
 	} {
 		got, err := user.NormalizeEmail(tc.in)
 		if !tc.ok {
@@ -67,13 +69,22 @@ func TestUser(t *testing.T) {
 	require.Regexp(t, `^usr_`, u.ID())
 	require.Equal(t, now.Truncate(time.Millisecond), u.CreatedAt())
 	require.False(t, u.RevokesSessions())
+	require.False(t, u.PasswordChanged())
 
 	u.ChangePassword("hash2", false, now.Add(time.Hour))
 	require.Equal(t, "hash2", u.PasswordHash())
 	require.False(t, u.RevokesSessions())
+	require.True(t, u.PasswordChanged(), "saving it voids the user's reset links")
 	u.ChangePassword("hash3", true, now.Add(time.Hour))
 	require.True(t, u.RevokesSessions())
 
 	_, err = user.New("Ann@X.io", strings.Repeat("n", 101), "hash", now)
 	require.ErrorIs(t, err, user.ErrInvalidName)
+	for _, bad := range []string{"Ann\xff", "a\x00b"} {
+		_, err = user.New("Ann@X.io", bad, "hash", now)
+		require.ErrorIs(t, err, user.ErrInvalidName, "%q", bad)
+	}
+	u, err = user.New("Ann@X.io", strings.Repeat("é", 100), "hash", now)
+	require.NoError(t, err, "100 characters, 200 bytes")
+	require.Len(t, []rune(u.Name()), 100)
 }

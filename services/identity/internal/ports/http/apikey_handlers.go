@@ -1,7 +1,6 @@
 package http
 
 import (
-	"math"
 	"net/http"
 	"time"
 
@@ -35,13 +34,11 @@ func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) error {
 	if req.Prefix != "" && req.Prefix != apikey.Prefix {
 		return apikey.ErrInvalidPrefix
 	}
-	var expiresIn time.Duration
+	var expiresIn time.Duration // absent or null: the key never expires
 	if req.ExpiresIn != nil {
-		secs := *req.ExpiresIn
-		if secs < 1 || secs != math.Trunc(secs) || secs > apikey.MaxExpiresIn.Seconds() {
-			return apikey.ErrInvalidExpiry
+		if expiresIn, err = apikey.Lifetime(*req.ExpiresIn); err != nil {
+			return err
 		}
-		expiresIn = time.Duration(secs) * time.Second
 	}
 	k, raw, err := s.app.Commands.CreateAPIKey.Handle(r.Context(), command.CreateAPIKey{Caller: c, OrganizationID: req.OrganizationID,
 		Name: req.Name, ExpiresIn: expiresIn})

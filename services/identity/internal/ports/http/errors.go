@@ -9,6 +9,7 @@ import (
 	"svc.dev/libs/errs"
 	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
+	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/apikey"
 	"svc.dev/services/identity/internal/domain/org"
 	"svc.dev/services/identity/internal/domain/user"
@@ -36,6 +37,13 @@ func (e *originError) Error() string {
 // errTooLarge is a body over the limit.
 var errTooLarge = errors.New("request body is larger than 1 MiB")
 
+// errNotJSON is a body that does not say it is JSON (the bootstrap requires it).
+var errNotJSON = errors.New("the Content-Type must be application/json")
+
+// busyRetryAfter is what a client is told to wait when every password-hashing slot was taken
+// (port.ErrHasherBusy): one hash takes tens of milliseconds, so a slot is free again soon.
+const busyRetryAfter = time.Second
+
 // toAuthError is the error table of /api/auth/*: every domain and app error maps to exactly
 // one code and status here (contract §1), and nothing else decides a status. Anything not in
 // the table is an internal error whose cause is logged and never sent.
@@ -54,7 +62,9 @@ func toAuthError(err error) authError {
 	case errors.As(err, &verr):
 		return authError{http.StatusBadRequest, "VALIDATION_ERROR", verr.Error(), 0}
 	case errors.As(err, &rl):
-		return authError{http.StatusTooManyRequests, "RATE_LIMITED", "Too many sign-in attempts; retry later", rl.RetryAfter}
+		return authError{http.StatusTooManyRequests, "RATE_LIMITED", "Too many attempts; retry later", rl.RetryAfter}
+	case errors.Is(err, port.ErrHasherBusy):
+		return authError{http.StatusTooManyRequests, "RATE_LIMITED", "Too many password checks at once; retry shortly", busyRetryAfter}
 	case errors.Is(err, errTooLarge):
 		return authError{http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE", err.Error(), 0}
 	case errors.Is(err, user.ErrPasswordTooShort):
@@ -139,6 +149,11 @@ func toBootstrapError(err error) *errs.Error {
 		return errs.New(errs.NotFound, nil)
 	case errors.Is(err, errTooLarge):
 		return errs.Newf(errs.PayloadTooLarge, "%s", err.Error())
+	case errors.Is(err, port.ErrHasherBusy):
+		return errs.Newf(errs.RateLimited, "too many password checks at once; retry shortly").
+			With("retryAfterMs", busyRetryAfter.Milliseconds())
+	case errors.Is(err, errNotJSON):
+		field = ""
 	case errors.As(err, &verr):
 		field = verr.Field
 	case errors.Is(err, user.ErrInvalidEmail):

@@ -34,7 +34,7 @@ func (s *Server) changePassword(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := s.app.Commands.ChangePassword.Handle(r.Context(), command.ChangePassword{Caller: c, CurrentPassword: req.CurrentPassword,
-		NewPassword: req.NewPassword, RevokeOtherSessions: req.RevokeOtherSessions, IPAddress: clientIP(r), UserAgent: r.UserAgent()})
+		NewPassword: req.NewPassword, RevokeOtherSessions: req.RevokeOtherSessions, IPAddress: s.clientIP(r), UserAgent: r.UserAgent()})
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,8 @@ func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request) er
 	if req.RedirectTo != "" && !s.trustedRedirect(req.RedirectTo) {
 		return auth.Invalid("redirectTo", "must be a path or a URL on a trusted origin")
 	}
-	err := s.app.Commands.RequestPasswordReset.Handle(r.Context(), command.RequestPasswordReset{Email: req.Email, RedirectTo: req.RedirectTo})
+	err := s.app.Commands.RequestPasswordReset.Handle(r.Context(), command.RequestPasswordReset{Email: req.Email, RedirectTo: req.RedirectTo,
+		IPAddress: s.clientIP(r)})
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,9 @@ func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request) error {
 	if err := required("newPassword", req.NewPassword); err != nil {
 		return err
 	}
-	if err := s.app.Commands.ResetPassword.Handle(r.Context(), command.ResetPassword{Token: req.Token, NewPassword: req.NewPassword}); err != nil {
+	err := s.app.Commands.ResetPassword.Handle(r.Context(), command.ResetPassword{Token: req.Token, NewPassword: req.NewPassword,
+		IPAddress: s.clientIP(r)})
+	if err != nil {
 		return err
 	}
 	writeJSON(w, http.StatusOK, statusResponse{Status: true})

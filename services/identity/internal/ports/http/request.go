@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/domain/credential"
@@ -104,16 +105,15 @@ func (s *Server) credentials(r *http.Request) credential.Credentials {
 		r.Header.Get("X-Api-Key"), s.signer)
 }
 
-// clientIP is the client's address. Requests reach identity through the gateway's reverse
-// proxy, which appends the address it saw to X-Forwarded-For; that last entry is the one
-// hop we trust (earlier ones come from the client). Without the header, the peer address.
-func clientIP(r *http.Request) string {
-	if xff := r.Header.Values("X-Forwarded-For"); len(xff) > 0 {
-		last := xff[len(xff)-1]
-		if i := strings.LastIndexByte(last, ','); i >= 0 {
-			last = last[i+1:]
-		}
-		if ip := net.ParseIP(strings.TrimSpace(last)); ip != nil {
+// clientIP is the client's address, as the rate limits key it and a session records it.
+// Identity listens where clients can reach it without the gateway, so a header the client
+// can write (X-Forwarded-For) is never believed. Through the gateway, which is the edge and
+// saw the TCP peer, the address is the one it signed into the request (internalauth,
+// Identity.ClientIP, bound to this method, path and query for 30 s); otherwise it is the peer
+// address itself.
+func (s *Server) clientIP(r *http.Request) string {
+	if id, err := s.internal.Verify(r.Header, r.Method, r.URL.Path, r.URL.RawQuery, time.Now()); err == nil {
+		if ip := net.ParseIP(id.ClientIP); ip != nil {
 			return ip.String()
 		}
 	}

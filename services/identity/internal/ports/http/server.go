@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/url"
 
+	"svc.dev/libs/internalauth"
 	"svc.dev/libs/web"
 	"svc.dev/services/identity/internal/app"
 	"svc.dev/services/identity/internal/app/auth"
@@ -21,15 +22,20 @@ type Config struct {
 	Origins Origins
 	// Signer signs session tokens into cookies.
 	Signer session.Signer
+	// Internal verifies the client address the gateway signs into the requests it forwards
+	// (SVC_INTERNAL_SECRET). The zero Signer verifies nothing: every client is then known
+	// by its peer address.
+	Internal internalauth.Signer
 }
 
 // Server serves /api/auth/* and /api/bootstrap.
 type Server struct {
-	app     app.Application
-	signer  session.Signer
-	origins Origins
-	secure  bool
-	log     *slog.Logger
+	app      app.Application
+	signer   session.Signer
+	internal internalauth.Signer
+	origins  Origins
+	secure   bool
+	log      *slog.Logger
 }
 
 // NewServer returns the server.
@@ -37,7 +43,7 @@ func NewServer(a app.Application, cfg Config, log *slog.Logger) *Server {
 	if cfg.PublicURL == nil || cfg.Origins == nil || log == nil {
 		panic("http: incomplete config")
 	}
-	return &Server{app: a, signer: cfg.Signer, origins: cfg.Origins, secure: cfg.PublicURL.Scheme == "https", log: log}
+	return &Server{app: a, signer: cfg.Signer, internal: cfg.Internal, origins: cfg.Origins, secure: cfg.PublicURL.Scheme == "https", log: log}
 }
 
 // handlerFunc is a handler that reports failure by returning an error.

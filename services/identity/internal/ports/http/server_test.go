@@ -110,3 +110,29 @@ func FuzzAuthRoutes(f *testing.F) {
 		require.Less(t, rec.Code, 500, "%s %s %q: %s", rt.method, path, body, rec.Body.String())
 	})
 }
+
+// When every password-hashing slot is taken the client is told to retry: RATE_LIMITED on the
+// auth routes, rate_limited on the bootstrap, both with Retry-After.
+func TestBusyHasherIsRetryLater(t *testing.T) {
+	t.Parallel()
+	b := apptest.New(t, apptest.Options{Bootstrap: true})
+	h := httpport.NewRouter(newServer(t, b))
+	b.Hasher.Busy.Store(true)
+	serve := func(path, body string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodPost, "http://identity"+path, strings.NewReader(body))
+		req.Header.Set("Origin", "http://client.test")
+		req.Header.Set("Content-Type", "application/json")
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	rec := serve("/api/auth/sign-up/email", `{"email":"ann@x.io","password":"correct horse"}`)
+	require.Equal(t, http.StatusTooManyRequests, rec.Code, rec.Body.String())
+	require.JSONEq(t, `{"code":"RATE_LIMITED","message":"Too many password checks at once; retry shortly","retryAfterMs":1000}`, rec.Body.String())
+	require.Equal(t, "1", rec.Header().Get("Retry-After"))
+
+	rec = serve("/api/bootstrap", `{"email":"root@x.io","password":"correct horse"}`)
+	require.Equal(t, http.StatusTooManyRequests, rec.Code, rec.Body.String())
+	require.JSONEq(t, `{"error":"rate_limited","message":"too many password checks at once; retry shortly","retryAfterMs":1000}`, rec.Body.String())
+	require.Equal(t, "1", rec.Header().Get("Retry-After"))
+}

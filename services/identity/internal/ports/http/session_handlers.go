@@ -25,7 +25,7 @@ func (s *Server) signUp(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := s.app.Commands.SignUp.Handle(r.Context(), command.SignUp{Email: req.Email, Password: req.Password, Name: req.Name,
-		IPAddress: clientIP(r), UserAgent: r.UserAgent()})
+		IPAddress: s.clientIP(r), UserAgent: r.UserAgent()})
 	if err != nil {
 		return err
 	}
@@ -53,7 +53,7 @@ func (s *Server) signIn(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	res, err := s.app.Commands.SignIn.Handle(r.Context(), command.SignIn{Email: req.Email, Password: req.Password,
-		IPAddress: clientIP(r), UserAgent: r.UserAgent()})
+		IPAddress: s.clientIP(r), UserAgent: r.UserAgent()})
 	if err != nil {
 		return err
 	}
