@@ -13,6 +13,12 @@
 //     skipped (hidden_param_in_input).
 //   - "x-expression": true on a string property: the value is a bare expr-lang expression (not a
 //     {{ }} template); the editor parses it at patch time.
+//   - "x-json-schema": true on a property: the value is itself a JSON Schema (draft 2020-12
+//     unless its $schema says otherwise), which the editor compiles at patch time with nothing
+//     loaded from outside it.
+//
+// Formats beyond JSON Schema's, which other validators ignore: "go-duration" is a duration Go's
+// time.ParseDuration reads ("90s", "1h30m"); a pattern next to it says the same to them.
 //
 // A top-level "oneOf" whose branches each only require one param means "exactly one of these
 // params": the editor reports none of them as missing_required_param and two or more as

@@ -105,6 +105,38 @@ func TestCatalogIsConsistent(t *testing.T) {
 	require.Empty(t, types["log"].HiddenParams())
 }
 
+// The editor reads the "x-expression" and "x-json-schema" marks on top-level params only, so a
+// nested one would never be enforced; and the only format beyond JSON Schema's is go-duration.
+func TestMarksAndFormats(t *testing.T) {
+	t.Parallel()
+	standard := map[string]bool{"date-time": true, "date": true, "time": true, "duration": true, "email": true,
+		"hostname": true, "ipv4": true, "ipv6": true, "uri": true, "uri-reference": true, "uuid": true, "regex": true}
+	for _, e := range connectors.MustLoad() {
+		var schema struct {
+			Properties map[string]map[string]json.RawMessage `json:"properties"`
+		}
+		require.NoError(t, json.Unmarshal(e.Params, &schema), e.Type)
+		for name, prop := range schema.Properties {
+			for key, raw := range prop {
+				if key == "x-expression" || key == "x-json-schema" {
+					require.Equal(t, "true", string(raw), "%s.%s: %s is true or absent", e.Type, name, key)
+				}
+				if key == "format" {
+					var f string
+					require.NoError(t, json.Unmarshal(raw, &f))
+					require.True(t, standard[f] || f == "go-duration", "%s.%s: unknown format %q", e.Type, name, f)
+				}
+			}
+			delete(prop, "x-expression")
+			delete(prop, "x-json-schema")
+			for _, raw := range prop {
+				require.NotContains(t, string(raw), `"x-expression"`, "%s.%s: marks are top-level only", e.Type, name)
+				require.NotContains(t, string(raw), `"x-json-schema"`, "%s.%s: marks are top-level only", e.Type, name)
+			}
+		}
+	}
+}
+
 // Marshalled as JSON, an entry has exactly the members of the contract's catalog entry.
 func TestEntryShape(t *testing.T) {
 	t.Parallel()
