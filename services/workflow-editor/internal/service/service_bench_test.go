@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"sort"
 	"strings"
@@ -82,4 +83,66 @@ func BenchmarkPatch1000BlockWorkflow(b *testing.B) {
 		require.Empty(t, r.Body["validation_errors"])
 	}
 	report(b, lat)
+}
+
+// The reviewer's H1 repro: a 1,000-block workflow whose ids are 64 characters, then one
+// request of 500 connect operations whose sources do not exist (about 70 KB), and, while it
+// runs, a one-operation patch of the same workflow. Reports the batch's latency, its
+// response size and how long the one-operation patch took.
+func BenchmarkPatchMissingBlockIDs(b *testing.B) {
+	sys := start(b)
+	t := b
+	bundle := sys.setup(t)
+	id := bundle.create(t, "missing-ids", nil)
+	rnd := rand.New(rand.NewPCG(1, 2))
+	longID := func() string {
+		const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
+		s := make([]byte, 64)
+		for i := range s {
+			s[i] = alphabet[rnd.IntN(len(alphabet))]
+		}
+		return string(s)
+	}
+	ids := make([]string, 1000)
+	var adds []string
+	for k := range ids {
+		ids[k] = longID()
+		adds = append(adds, fmt.Sprintf(`{"operation_type":"add","block_id":%q,"type":"log","params":{"message":"m"}}`, ids[k]))
+	}
+	for start := 0; start < len(adds); start += 500 {
+		r := bundle.ops(t, id, "["+strings.Join(adds[start:start+500], ",")+"]")
+		require.Equal(t, true, r.Body["ok"], r.Raw)
+	}
+	connects := make([]string, 500)
+	for k := range connects {
+		connects[k] = fmt.Sprintf(`{"operation_type":"connect","block_id":%q,"target_block_id":"b%d"}`, longID(), k)
+	}
+	batch := "[" + strings.Join(connects, ",") + "]"
+	lat := make([]time.Duration, 0, b.N)
+	var size int
+	var waited time.Duration
+	b.ResetTimer()
+	for range b.N {
+		done := make(chan time.Duration, 1)
+		go func() {
+			time.Sleep(50 * time.Millisecond) // let the batch take the row lock first
+			start := time.Now()
+			r := bundle.ops(t, id, fmt.Sprintf(`[{"operation_type":"update","block_id":%q,"params":{"message":"n"}}]`, ids[0]))
+			if r.Status != http.StatusOK {
+				b.Errorf("one-op patch: %d %s", r.Status, r.Raw)
+			}
+			done <- time.Since(start)
+		}()
+		start := time.Now()
+		r := bundle.ops(t, id, batch)
+		lat = append(lat, time.Since(start))
+		require.Equal(t, http.StatusOK, r.Status)
+		require.Len(t, r.Body["skipped_items"], 500)
+		size = len(r.Raw)
+		waited = <-done
+	}
+	report(b, lat)
+	b.ReportMetric(float64(len(batch))/1024, "request-KB")
+	b.ReportMetric(float64(size)/1024, "response-KB")
+	b.ReportMetric(float64(waited.Microseconds())/1000, "one-op-ms")
 }

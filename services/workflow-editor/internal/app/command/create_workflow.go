@@ -41,20 +41,12 @@ func NewCreateWorkflowHandler(repo workflow.Repository, cat *workflow.Catalog, n
 
 // Handle creates the workflow.
 func (h CreateWorkflowHandler) Handle(ctx context.Context, cmd CreateWorkflow) (CreatedWorkflow, error) {
-	now := h.now()
-	w, err := workflow.New(wire.NewID(wire.Workflow), cmd.OrganizationID, cmd.Name, cmd.Description, now)
+	w, out, err := workflow.NewWithDefinition(wire.NewID(wire.Workflow), cmd.OrganizationID, cmd.Name, cmd.Description, h.cat, cmd.Ops, h.now())
 	if err != nil {
 		return CreatedWorkflow{}, err
-	}
-	var skipped []workflow.Skip
-	if len(cmd.Ops) > 0 {
-		out := h.cat.Apply(w.Definition(), cmd.Ops)
-		w = workflow.UnmarshalFromDatabase(w.ID(), w.OrganizationID(), w.Name(), w.Description(), w.Version(),
-			out.Definition, w.CreatedAt(), w.UpdatedAt())
-		skipped = out.Skipped
 	}
 	if err := h.repo.Add(ctx, w); err != nil {
 		return CreatedWorkflow{}, err
 	}
-	return CreatedWorkflow{Checked: h.cat.Check(w), Skipped: skipped}, nil
+	return CreatedWorkflow{Checked: h.cat.Check(w), Skipped: out.Skipped}, nil
 }

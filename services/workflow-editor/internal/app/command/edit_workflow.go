@@ -54,7 +54,8 @@ func (h EditWorkflowHandler) Handle(ctx context.Context, cmd EditWorkflow) (Edit
 	if err != nil {
 		return EditResult{}, err
 	}
-	// Validation runs after the lock is released: it only reads the result.
-	res.ValidationErrors = h.cat.Validate(res.Definition)
+	// Validation runs after the lock is released: it only reads the result. It is remembered
+	// for the version, which the next read of the workflow then finds validated.
+	res.ValidationErrors = h.cat.ValidateVersion(cmd.ID, res.Version, res.Definition)
 	return res, nil
 }

@@ -1,8 +1,10 @@
 package workflow
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
 
 // Outcome is the result of applying a batch of operations.
@@ -16,14 +18,31 @@ type Outcome struct {
 // a workflow of a thousand blocks stays readable.
 const maxListed = 50
 
+// The limits of one workflow. Every read validates the whole graph and every patch rewrites the
+// whole definition, so a workflow is kept to a size whose reads and patches stay in
+// milliseconds; the limits are a few times what the largest real workflows need. The byte
+// limit also keeps a definition far below what one Postgres jsonb value can hold (256 MB), so
+// a batch the applier accepts can always be stored.
+const (
+	MaxBlocks          = 2000
+	MaxEdges           = 4000
+	MaxDefinitionBytes = 8 << 20
+)
+
 // Apply applies ops to def in order, each on its own: an operation that cannot be applied is
 // skipped with a reason and the rest still apply (the repair loop of the seed). def is not
 // changed. Whatever ops hold, the result is a sound graph: every edge joins two existing blocks,
 // no block id repeats, and there is no cycle.
 func (c *Catalog) Apply(def Definition, ops []Op) Outcome {
+	out, _ := c.apply(def, ops)
+	return out
+}
+
+func (c *Catalog) apply(def Definition, ops []Op) (Outcome, *builder) {
 	b := newBuilder(c, def)
 	out := Outcome{}
 	for i, op := range ops {
+		b.skipIndex = len(out.Skipped)
 		if skip := b.apply(i, op); skip != nil {
 			skip.OperationIndex = i
 			skip.OperationType = op.Type
@@ -34,7 +53,7 @@ func (c *Catalog) Apply(def Definition, ops []Op) Outcome {
 		out.Applied++
 	}
 	out.Definition = b.definition()
-	return out
+	return out, b
 }
 
 // event is what happened to a block id earlier in the batch, to explain why it is missing now.
@@ -54,7 +73,30 @@ type builder struct {
 	edgeSet map[edgeKey]string // → branch
 	out     map[string][]string
 	history map[string]event
+
+	// skipIndex is the index in Outcome.Skipped that the operation being applied gets if it is
+	// skipped, so that a reason can point at an earlier one instead of repeating it.
+	skipIndex int
+	// blocksGen changes whenever the set of block ids does, graphGen whenever blocks or edges
+	// do: what was said about the graph in an earlier skip holds while they stay the same.
+	blocksGen, graphGen int
+
+	sug      *suggester
+	norms    []normalized      // the blocks' ids as the suggester compares them; nil until a guess
+	guesses  map[string]string // missing block id → did_you_mean, for blocksGen
+	guessGen int
+	idList   []string // block ids, for idsGen
+	idsGen   int
+	listed   map[string]listing // what a reason text listed: "blocks", "edges from <id>"
+
+	// size is the definition's JSON size in bytes, or -1 until an add or an update needs it;
+	// sizes holds each block's share, by block index.
+	size  int
+	sizes []int
 }
+
+// listing is a list of names that skip number skip already gave, while the graph was at gen.
+type listing struct{ gen, skip int }
 
 func newBuilder(c *Catalog, def Definition) *builder {
 	b := &builder{
@@ -65,6 +107,11 @@ func newBuilder(c *Catalog, def Definition) *builder {
 		edgeSet: make(map[edgeKey]string, len(def.Edges)),
 		out:     map[string][]string{},
 		history: map[string]event{},
+		sug:     newSuggester(),
+		guesses: map[string]string{},
+		idsGen:  -1,
+		listed:  map[string]listing{},
+		size:    -1,
 	}
 	for i, blk := range b.blocks {
 		b.index[blk.ID] = i
@@ -97,12 +144,33 @@ func (b *builder) apply(i int, op Op) *Skip {
 		if op.Type == "" {
 			reason = "The operation has no operation_type; use one of " + listOf(opTypes(), 10) + "."
 		}
-		hint := Hint{DidYouMean: closest(op.Type, opTypes()), Allowed: opTypes(), Pointer: "/operation_type"}
+		hint := Hint{DidYouMean: opSynonym(op.Type), Allowed: opTypes(), Pointer: "/operation_type"}
+		if hint.DidYouMean == "" {
+			hint.DidYouMean = closest(op.Type, opTypes())
+		}
 		if hint.DidYouMean != "" {
 			reason += fmt.Sprintf(" Did you mean %q?", hint.DidYouMean)
 		}
 		return &Skip{ReasonCode: ReasonUnknownOperationType, Reason: reason, Hint: hint}
 	}
+}
+
+// opSynonym maps the names models use for the operations, from other APIs and from plain
+// English, onto this API's.
+func opSynonym(t string) string {
+	switch strings.ToLower(strings.TrimSpace(t)) {
+	case "create", "insert", "new", "add_block", "addblock":
+		return string(OpAdd)
+	case "set", "edit", "modify", "change", "patch", "update_block", "updateblock", "update_params":
+		return string(OpUpdate)
+	case "delete", "del", "rm", "drop", "remove_block", "removeblock", "delete_block", "deleteblock":
+		return string(OpRemove)
+	case "link", "edge", "add_edge", "addedge", "wire", "attach":
+		return string(OpConnect)
+	case "unlink", "remove_edge", "removeedge", "delete_edge", "deleteedge", "detach", "unwire":
+		return string(OpDisconnect)
+	}
+	return ""
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -122,10 +190,19 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 	}
 	if j, ok := b.index[op.BlockID]; ok {
 		suggestion := b.freeID(op.BlockID)
+		other := "another block_id"
+		if suggestion != "" {
+			other += fmt.Sprintf(", such as %q", suggestion)
+		}
 		return &Skip{ReasonCode: ReasonDuplicateBlockID,
-			Reason: fmt.Sprintf("A block %q already exists (type %s). Give the new block another block_id, such as %q, or use \"update\" to change the params of the existing one.",
-				op.BlockID, b.blocks[j].Type, suggestion),
+			Reason: fmt.Sprintf("A block %q already exists (type %s). Give the new block %s, or use \"update\" to change the params of the existing one.",
+				op.BlockID, b.blocks[j].Type, other),
 			Hint: Hint{DidYouMean: suggestion, Pointer: "/block_id"}}
+	}
+	if len(b.blocks) >= MaxBlocks {
+		return &Skip{ReasonCode: ReasonWorkflowTooLarge,
+			Reason: fmt.Sprintf("The workflow already has %d blocks, the most a workflow may have. Remove blocks it no longer needs, or split the work into several workflows.", len(b.blocks)),
+			Hint:   Hint{Pointer: "/block_id"}}
 	}
 	conn, ok := b.cat.Lookup(op.BlockType)
 	if !ok {
@@ -139,12 +216,21 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 			params[k] = v
 		}
 	}
-	if v := b.cat.checkParams(conn, params, touched); v != nil {
+	if v := b.cat.checkParams(conn, params, touched, nil); v != nil {
 		return paramSkip(op.BlockID, conn, v)
 	}
+	blk := Block{ID: op.BlockID, Type: conn.Type(), Params: params}
+	if skip := b.resize(blk, -1); skip != nil {
+		return skip
+	}
 	b.index[op.BlockID] = len(b.blocks)
-	b.blocks = append(b.blocks, Block{ID: op.BlockID, Type: conn.Type(), Params: params})
+	b.blocks = append(b.blocks, blk)
+	if b.norms != nil {
+		b.norms = append(b.norms, normalizeFor(blk.ID))
+	}
 	delete(b.history, op.BlockID)
+	b.blocksGen++
+	b.graphGen++
 	return nil
 }
 
@@ -178,10 +264,14 @@ func (b *builder) update(op Op) *Skip {
 			params[k] = v
 		}
 	}
-	if v := b.cat.checkParams(conn, params, touched); v != nil {
+	if v := b.cat.checkParams(conn, params, touched, blk.Params); v != nil {
 		return paramSkip(op.BlockID, conn, v)
 	}
-	b.blocks[j] = Block{ID: blk.ID, Type: blk.Type, Params: params}
+	updated := Block{ID: blk.ID, Type: blk.Type, Params: params}
+	if skip := b.resize(updated, j); skip != nil {
+		return skip
+	}
+	b.blocks[j] = updated
 	return nil
 }
 
@@ -190,7 +280,14 @@ func (b *builder) remove(i int, op Op) *Skip {
 	if !ok {
 		return b.blockNotFound(op.BlockID, "remove")
 	}
+	if b.size >= 0 {
+		b.size -= b.sizes[j]
+		b.sizes = append(b.sizes[:j], b.sizes[j+1:]...)
+	}
 	b.blocks = append(b.blocks[:j], b.blocks[j+1:]...)
+	if b.norms != nil {
+		b.norms = append(b.norms[:j], b.norms[j+1:]...)
+	}
 	delete(b.index, op.BlockID)
 	for k := j; k < len(b.blocks); k++ {
 		b.index[b.blocks[k].ID] = k
@@ -198,6 +295,9 @@ func (b *builder) remove(i int, op Op) *Skip {
 	kept := b.edges[:0]
 	for _, e := range b.edges {
 		if e.From == op.BlockID || e.To == op.BlockID {
+			if b.size >= 0 {
+				b.size -= edgeSize(e)
+			}
 			delete(b.edgeSet, edgeKey{e.From, e.To})
 			if e.To == op.BlockID {
 				b.out[e.From] = without(b.out[e.From], e.To)
@@ -209,6 +309,8 @@ func (b *builder) remove(i int, op Op) *Skip {
 	b.edges = kept
 	delete(b.out, op.BlockID)
 	b.history[op.BlockID] = event{op: i, removed: true}
+	b.blocksGen++
+	b.graphGen++
 	return nil
 }
 
@@ -218,14 +320,14 @@ func (b *builder) remove(i int, op Op) *Skip {
 func (b *builder) connect(op Op) *Skip {
 	from, to := op.BlockID, op.TargetBlockID
 	if _, ok := b.index[from]; !ok {
+		why, hint := b.missing(from, "block_id", "/block_id")
 		return &Skip{ReasonCode: ReasonInvalidEdgeSource,
-			Reason: fmt.Sprintf("Cannot connect %q -> %q: the source %s", from, to, b.whyMissing(from, "block_id")),
-			Hint:   b.blockHint(from, "/block_id")}
+			Reason: fmt.Sprintf("Cannot connect %s -> %s: the source %s", quoteID(from), quoteID(to), why), Hint: hint}
 	}
 	if _, ok := b.index[to]; !ok {
+		why, hint := b.missing(to, "target_block_id", "/target_block_id")
 		return &Skip{ReasonCode: ReasonInvalidEdgeTarget,
-			Reason: fmt.Sprintf("Cannot connect %q -> %q: the target %s", from, to, b.whyMissing(to, "target_block_id")),
-			Hint:   b.blockHint(to, "/target_block_id")}
+			Reason: fmt.Sprintf("Cannot connect %s -> %s: the target %s", quoteID(from), quoteID(to), why), Hint: hint}
 	}
 	if from == to {
 		return &Skip{ReasonCode: ReasonSelfLoop,
@@ -247,15 +349,25 @@ func (b *builder) connect(op Op) *Skip {
 		}
 		return &Skip{ReasonCode: ReasonDuplicateEdge, Reason: reason, Hint: Hint{Pointer: "/target_block_id"}}
 	}
+	if len(b.edges) >= MaxEdges {
+		return &Skip{ReasonCode: ReasonWorkflowTooLarge,
+			Reason: fmt.Sprintf("The workflow already has %d edges, the most a workflow may have. Disconnect edges it no longer needs, or split the work into several workflows.", len(b.edges)),
+			Hint:   Hint{Pointer: "/target_block_id"}}
+	}
 	if path := b.path(to, from); path != nil {
 		return &Skip{ReasonCode: ReasonEdgeCreatesCycle,
 			Reason: fmt.Sprintf("Connecting %q -> %q would create a cycle: %q already leads to %q (%s). Workflows are acyclic; connect to a block that does not lead back to %q.",
-				from, to, to, from, strings.Join(path, " -> "), from),
+				from, to, to, from, showPath(path), from),
 			Hint: Hint{Pointer: "/target_block_id"}}
 	}
-	b.edges = append(b.edges, Edge{From: from, To: to, Branch: branch})
+	e := Edge{From: from, To: to, Branch: branch}
+	if b.size >= 0 {
+		b.size += edgeSize(e)
+	}
+	b.edges = append(b.edges, e)
 	b.edgeSet[edgeKey{from, to}] = branch
 	b.out[from] = append(b.out[from], to)
+	b.graphGen++
 	return nil
 }
 
@@ -289,39 +401,51 @@ func (b *builder) disconnect(op Op) *Skip {
 	from, to := op.BlockID, op.TargetBlockID
 	if _, ok := b.edgeSet[edgeKey{from, to}]; !ok {
 		targets := b.out[from]
-		reason := fmt.Sprintf("No edge %q -> %q exists.", from, to)
+		reason := fmt.Sprintf("No edge %s -> %s exists.", quoteID(from), quoteID(to))
 		hint := Hint{Pointer: "/target_block_id"}
 		switch _, exists := b.index[from]; {
 		case !exists:
-			reason += " The source " + b.whyMissing(from, "block_id")
-			hint = b.blockHint(from, "/block_id")
+			var why string
+			why, hint = b.missing(from, "block_id", "/block_id")
+			reason += " The source " + why
 		case len(targets) == 0:
 			reason += fmt.Sprintf(" Block %q has no outgoing edges.", from)
 		default:
-			reason += fmt.Sprintf(" Edges leaving %q go to %s.", from, listOf(targets, maxListed))
-			hint.DidYouMean = closest(to, targets)
-			hint.Allowed = capped(targets)
+			hint.DidYouMean = b.sug.closest(to, targets)
+			if k, ok := b.said("edges from "+from, b.graphGen); ok {
+				reason += fmt.Sprintf(" skipped_items[%d] lists the edges leaving %q.", k, from)
+			} else {
+				reason += fmt.Sprintf(" Edges leaving %q go to %s.", from, listOf(targets, maxListed))
+				hint.Allowed = capped(targets)
+			}
+			if hint.DidYouMean != "" {
+				reason += fmt.Sprintf(" Did you mean %q?", hint.DidYouMean)
+			}
 		}
 		return &Skip{ReasonCode: ReasonEdgeNotFound, Reason: reason, Hint: hint}
 	}
 	for k, e := range b.edges {
 		if e.From == from && e.To == to {
+			if b.size >= 0 {
+				b.size -= edgeSize(e)
+			}
 			b.edges = append(b.edges[:k], b.edges[k+1:]...)
 			break
 		}
 	}
 	delete(b.edgeSet, edgeKey{from, to})
 	b.out[from] = without(b.out[from], to)
+	b.graphGen++
 	return nil
 }
 
-// path returns a path of edges from -> ... -> to, or nil when to cannot be reached.
+// path returns a shortest path of edges from -> ... -> to, or nil when to cannot be reached.
 func (b *builder) path(from, to string) []string {
 	parent := map[string]string{from: ""}
-	stack := []string{from}
-	for len(stack) > 0 {
-		n := stack[len(stack)-1]
-		stack = stack[:len(stack)-1]
+	queue := []string{from}
+	for len(queue) > 0 {
+		n := queue[0]
+		queue = queue[1:]
 		if n == to {
 			var p []string
 			for cur := to; cur != ""; cur = parent[cur] {
@@ -338,11 +462,21 @@ func (b *builder) path(from, to string) []string {
 		for _, next := range b.out[n] {
 			if _, seen := parent[next]; !seen {
 				parent[next] = n
-				stack = append(stack, next)
+				queue = append(queue, next)
 			}
 		}
 	}
 	return nil
+}
+
+// showPath writes a path for a reason text; a long one keeps its ends, so that the text stays
+// short whatever the workflow.
+func showPath(path []string) string {
+	const ends = 4
+	if len(path) <= 2*ends+1 {
+		return strings.Join(path, " -> ")
+	}
+	return fmt.Sprintf("%s -> … %d more … -> %s", strings.Join(path[:ends], " -> "), len(path)-2*ends, strings.Join(path[len(path)-ends:], " -> "))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -362,44 +496,235 @@ func (b *builder) whyMissing(id, field string) string {
 		return fmt.Sprintf("block %q does not exist because the operation that would have added it (operation %d of this batch) was skipped with %s. Fix that operation, then send both again: skipped operations are not kept.",
 			id, ev.op, ev.code)
 	}
-	msg := fmt.Sprintf("block %q never existed: it is not in the workflow and no earlier operation of this batch added it.", id)
-	return msg + b.existingText(id)
+	return fmt.Sprintf("block %s never existed: it is not in the workflow and no earlier operation of this batch added it.", quoteID(id))
+}
+
+// missing is why a block id is missing, followed by the existing blocks, with the hint. The
+// guess is made once per id while the set of blocks stays the same, and the existing blocks
+// are listed by the first such skip only (later ones point at it): 500 skips in a workflow
+// of 2,000 blocks cost milliseconds and kilobytes, not seconds and megabytes.
+func (b *builder) missing(id, field, pointer string) (string, Hint) {
+	text, hint := b.existing(id, pointer)
+	return b.whyMissing(id, field) + text, hint
+}
+
+func (b *builder) existing(id, pointer string) (string, Hint) {
+	hint := Hint{Pointer: pointer, DidYouMean: b.guess(id)}
+	ids := b.ids()
+	var text string
+	switch k, said := b.said("blocks", b.blocksGen); {
+	case len(ids) == 0:
+		text = " The workflow has no blocks yet; add one first."
+	case said:
+		text = fmt.Sprintf(" skipped_items[%d] lists the existing blocks.", k)
+	default:
+		text = fmt.Sprintf(" Existing blocks: %s.", listOf(ids, maxListed))
+		hint.Allowed = capped(ids)
+	}
+	if hint.DidYouMean != "" {
+		text += fmt.Sprintf(" Did you mean %q?", hint.DidYouMean)
+	}
+	return text, hint
 }
 
 func (b *builder) blockNotFound(id, verb string) *Skip {
-	reason := fmt.Sprintf("Cannot %s block %q: ", verb, id)
 	if id == "" {
-		reason = fmt.Sprintf("%s needs a block_id: the id of an existing block.", verb)
-		reason += b.existingText(id)
-	} else {
-		reason += b.whyMissing(id, "block_id")
+		text, hint := b.existing(id, "/block_id")
+		return &Skip{ReasonCode: ReasonBlockNotFound, Reason: fmt.Sprintf("%s needs a block_id: the id of an existing block.", verb) + text, Hint: hint}
 	}
-	return &Skip{ReasonCode: ReasonBlockNotFound, Reason: reason, Hint: b.blockHint(id, "/block_id")}
+	why, hint := b.missing(id, "block_id", "/block_id")
+	return &Skip{ReasonCode: ReasonBlockNotFound, Reason: fmt.Sprintf("Cannot %s block %s: %s", verb, quoteID(id), why), Hint: hint}
 }
 
-func (b *builder) existingText(id string) string {
-	ids := b.ids()
-	if len(ids) == 0 {
-		return " The workflow has no blocks yet; add one first."
+// said returns the skip that already listed key while the graph was at gen. When none did, it
+// records that the skip of the operation being applied lists it, and returns false.
+func (b *builder) said(key string, gen int) (int, bool) {
+	if l, ok := b.listed[key]; ok && l.gen == gen {
+		return l.skip, true
 	}
-	text := fmt.Sprintf(" Existing blocks: %s.", listOf(ids, maxListed))
-	if dym := closest(id, ids); dym != "" {
-		text += fmt.Sprintf(" Did you mean %q?", dym)
-	}
-	return text
+	b.listed[key] = listing{gen: gen, skip: b.skipIndex}
+	return 0, false
 }
 
-func (b *builder) blockHint(id, pointer string) Hint {
-	ids := b.ids()
-	return Hint{DidYouMean: closest(id, ids), Allowed: capped(ids), Pointer: pointer}
+// guess is the existing block id closest to id, made once per id while the blocks stay the same.
+func (b *builder) guess(id string) string {
+	if id == "" {
+		return ""
+	}
+	if b.guessGen != b.blocksGen {
+		clear(b.guesses)
+		b.guessGen = b.blocksGen
+	}
+	if g, ok := b.guesses[id]; ok {
+		return g
+	}
+	if b.norms == nil {
+		b.norms = make([]normalized, len(b.blocks), max(len(b.blocks), 16))
+		for i, blk := range b.blocks {
+			b.norms[i] = normalizeFor(blk.ID)
+		}
+	}
+	g := b.sug.pick(id, len(b.blocks), func(i int) (string, normalized) { return b.blocks[i].ID, b.norms[i] }, -1)
+	b.guesses[id] = g
+	return g
 }
 
+// ids lists the block ids in order. The slice is rebuilt, never changed, when blocks come or go:
+// hints of earlier skips may hold it.
 func (b *builder) ids() []string {
+	if b.idsGen == b.blocksGen {
+		return b.idList
+	}
 	ids := make([]string, len(b.blocks))
 	for i, blk := range b.blocks {
 		ids[i] = blk.ID
 	}
+	b.idList, b.idsGen = ids, b.blocksGen
 	return ids
+}
+
+// quoteID quotes a block id for a reason text. An overlong one, which is never a valid id, is
+// cut, so that a reason does not repeat a huge input.
+func quoteID(id string) string {
+	if len(id) > 2*maxCompared {
+		id = truncate(id, maxCompared)
+	}
+	return fmt.Sprintf("%q", id)
+}
+
+// resize keeps the definition under MaxDefinitionBytes: blk is added (replaces < 0), or
+// replaces block number replaces. The sizes are measured on the first add or update of a batch.
+func (b *builder) resize(blk Block, replaces int) *Skip {
+	if b.size < 0 {
+		b.size = len(`{"blocks":[],"edges":[]}`)
+		b.sizes = make([]int, len(b.blocks), len(b.blocks)+16)
+		for i, old := range b.blocks {
+			b.sizes[i] = blockSize(old)
+			b.size += b.sizes[i]
+		}
+		for _, e := range b.edges {
+			b.size += edgeSize(e)
+		}
+	}
+	n := blockSize(blk)
+	after := b.size + n
+	if replaces >= 0 {
+		after -= b.sizes[replaces]
+	}
+	if after > MaxDefinitionBytes {
+		return &Skip{ReasonCode: ReasonWorkflowTooLarge,
+			Reason: fmt.Sprintf("With this operation the workflow's definition would be %d bytes, more than the %d (%d MiB) a workflow may have; block %q alone is %d bytes. Keep large data out of params: have a step fetch it at run time (http.request), or split the work into several workflows.",
+				after, MaxDefinitionBytes, MaxDefinitionBytes>>20, blk.ID, n),
+			Hint: Hint{Pointer: "/params"}}
+	}
+	b.size = after
+	if replaces >= 0 {
+		b.sizes[replaces] = n
+	} else {
+		b.sizes = append(b.sizes, n)
+	}
+	return nil
+}
+
+// blockSize is the bytes a block takes in the stored definition, with its comma:
+// {"block_id":…,"type":…,"params":…},
+func blockSize(blk Block) int {
+	n := len(`{"block_id":,"type":,"params":},`) + stringSize(blk.ID) + stringSize(blk.Type)
+	if blk.Params == nil {
+		return n + len(`{}`)
+	}
+	return n + valueSize(blk.Params)
+}
+
+// edgeSize is the bytes an edge takes in the stored definition, with its comma:
+// {"block_id":…,"target_block_id":…,"branch":…},
+func edgeSize(e Edge) int {
+	n := len(`{"block_id":,"target_block_id":},`) + stringSize(e.From) + stringSize(e.To)
+	if e.Branch != "" {
+		n += len(`,"branch":`) + stringSize(e.Branch)
+	}
+	return n
+}
+
+// valueSize is the length of v's JSON as Definition.MarshalJSON writes it, counted without
+// writing it: measuring every block of a large workflow must cost far less than the patch.
+func valueSize(v any) int {
+	switch x := v.(type) {
+	case nil:
+		return len("null")
+	case bool:
+		if x {
+			return len("true")
+		}
+		return len("false")
+	case string:
+		return stringSize(x)
+	case json.Number:
+		return len(x)
+	case map[string]any:
+		n := 2 + max(0, len(x)-1) // braces and commas
+		for k, e := range x {
+			n += stringSize(k) + 1 + valueSize(e)
+		}
+		return n
+	case []any:
+		n := 2 + max(0, len(x)-1)
+		for _, e := range x {
+			n += valueSize(e)
+		}
+		return n
+	}
+	return encodedSize(v)
+}
+
+// stringSize is the length of s as a JSON string written by encoding/json without HTML
+// escaping: quotes, \" \\ and \n-style escapes, \u00XX for other control characters, and
+// \ufffd for each invalid UTF-8 byte; U+2028 and U+2029 are escaped too.
+func stringSize(s string) int {
+	n := 2
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c < utf8.RuneSelf {
+			switch {
+			case c == '"' || c == '\\' || c == '\n' || c == '\r' || c == '\t' || c == '\b' || c == '\f':
+				n += 2
+			case c < 0x20:
+				n += 6
+			default:
+				n++
+			}
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1, r == '\u2028', r == '\u2029':
+			n += 6
+		default:
+			n += size
+		}
+		i += size
+	}
+	return n
+}
+
+// encodedSize measures a value of a type valueSize does not know by encoding it.
+func encodedSize(v any) int {
+	var cw countingWriter
+	enc := json.NewEncoder(&cw)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		// Not storable at all; the param checks refuse such values before they get here.
+		return MaxDefinitionBytes + 1
+	}
+	return cw.n - 1 // the encoder's newline
+}
+
+type countingWriter struct{ n int }
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	w.n += len(p)
+	return len(p), nil
 }
 
 func (b *builder) typeNotRegistered(t string) *Skip {
@@ -423,12 +748,15 @@ func (b *builder) freeID(id string) string {
 	if len(base) > 60 {
 		base = base[:60]
 	}
-	for n := 2; ; n++ {
+	// A bounded search: a batch of duplicates in a workflow full of id_2, id_3, ... must not
+	// cost thousands of tries per operation.
+	for n := 2; n < 100; n++ {
 		cand := fmt.Sprintf("%s_%d", base, n)
 		if _, taken := b.index[cand]; !taken {
 			return cand
 		}
 	}
+	return ""
 }
 
 func paramSkip(blockID string, conn *Connector, v *paramViolation) *Skip {
@@ -455,6 +783,9 @@ func paramSkip(blockID string, conn *Connector, v *paramViolation) *Skip {
 		reason := fmt.Sprintf("Param %q of block %q (%s) is invalid at %s: %s (rule: %s).", v.name, blockID, conn.Type(), pointer, v.detail, v.rule)
 		if v.name == "" {
 			reason = fmt.Sprintf("The params of block %q (%s) are invalid: %s (rule: %s).", blockID, conn.Type(), v.detail, v.rule)
+		}
+		if v.hint.DidYouMean != "" {
+			reason += fmt.Sprintf(" Did you mean %q?", v.hint.DidYouMean)
 		}
 		if len(v.hint.Allowed) > 0 {
 			reason += fmt.Sprintf(" Allowed: %s.", listOf(v.hint.Allowed, maxListed))

@@ -7,58 +7,24 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
+	"svc.dev/services/workflow-editor/internal/domain/workflow/workflowtest"
 )
-
-// opsFromBytes turns fuzz input into a sequence of operations over a small alphabet of ids,
-// types and params, so that the fuzzer reaches every branch of the applier quickly.
-func opsFromBytes(data []byte) []workflow.Op {
-	ids := []string{"a", "b", "c", "d", "e", "", "bad id", "a-1"}
-	types := []string{"trigger.manual", "http.request", "condition", "log", "wait", "transform", "nope", ""}
-	opTypes := []string{"add", "update", "remove", "connect", "disconnect", "add", "connect", "zap"}
-	params := []map[string]any{
-		nil,
-		{"message": "hi {{ steps.a.output }}"},
-		{"method": "GET", "url": "https://x"},
-		{"expression": "input.n > 1"},
-		{"duration": "1s"},
-		{"allow_private_network": true},
-		{"url": nil},
-		{"value": []any{"{{ input }}", json.Number("1")}},
-	}
-	branches := []*string{nil, ptr("true"), ptr("false"), ptr("maybe")}
-	var out []workflow.Op
-	for len(data) >= 4 {
-		b0, b1, b2, b3 := data[0], data[1], data[2], data[3]
-		data = data[4:]
-		op := workflow.Op{
-			Type:          opTypes[b0%8],
-			BlockID:       ids[b1%8],
-			BlockType:     types[b2%8],
-			TargetBlockID: ids[(b1>>3)%8],
-			Branch:        branches[(b2>>3)%4],
-		}
-		if p := params[b3%8]; p != nil {
-			op.Params, op.HasParams = p, true
-		}
-		out = append(out, op)
-	}
-	return out
-}
-
-func ptr(s string) *string { return &s }
 
 // Any sequence of operations leaves a sound definition: it round-trips through JSON, every edge
 // joins existing blocks, ids are unique, there is no cycle, and validation does not panic.
 func FuzzApply(f *testing.F) {
-	f.Add([]byte{0, 0, 0, 0, 0, 1, 3, 1, 3, 8, 0, 0})
-	f.Add([]byte{0, 0, 0, 0, 0, 9, 1, 2, 3, 8, 0, 0, 3, 1, 0, 0, 2, 0, 0, 0, 4, 8, 0, 0})
-	f.Add([]byte{5, 0, 0, 0, 6, 1, 2, 3, 7, 7, 7, 7, 1, 0, 0, 5})
+	// The seeds, and the params the operations draw from, include values at and past what can
+	// be stored; the repository contract stores every one the applier accepts
+	// (workflowtest.RunRepositoryContract, StoresWhatApplyAccepts).
+	for _, seed := range workflowtest.ApplySeeds() {
+		f.Add(seed)
+	}
 	c := catalog(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		half := len(data) / 2
-		first := c.Apply(workflow.Definition{}, opsFromBytes(data[:half]))
-		out := c.Apply(first.Definition, opsFromBytes(data[half:]))
-		require.Equal(t, len(opsFromBytes(data[half:])), out.Applied+len(out.Skipped))
+		first := c.Apply(workflow.Definition{}, workflowtest.OpsFromBytes(data[:half]))
+		out := c.Apply(first.Definition, workflowtest.OpsFromBytes(data[half:]))
+		require.Equal(t, len(workflowtest.OpsFromBytes(data[half:])), out.Applied+len(out.Skipped))
 		requireSound(t, out.Definition)
 		_ = c.Validate(out.Definition)
 

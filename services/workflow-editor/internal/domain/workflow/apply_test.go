@@ -95,6 +95,23 @@ func TestApplySkips(t *testing.T) {
 		{"BranchOnNonCondition", `{"operation_type":"connect","block_id":"start","target_block_id":"ok","branch":"true"}`, workflow.ReasonInvalidBranch, "", "/branch", nil},
 		{"EdgeNotFound", `{"operation_type":"disconnect","block_id":"start","target_block_id":"fech"}`, workflow.ReasonEdgeNotFound, "fetch", "/target_block_id", nil},
 		{"UnknownOp", `{"operation_type":"addd","block_id":"x"}`, workflow.ReasonUnknownOperationType, "add", "/operation_type", nil},
+		// Repairability: the names other APIs use for the operations.
+		{"OpDelete", `{"operation_type":"delete","block_id":"ok"}`, workflow.ReasonUnknownOperationType, "remove", "/operation_type", []string{`Did you mean "remove"?`}},
+		{"OpLink", `{"operation_type":"link","block_id":"ok","target_block_id":"start"}`, workflow.ReasonUnknownOperationType, "connect", "/operation_type", nil},
+		{"OpUnlink", `{"operation_type":"unlink","block_id":"start","target_block_id":"fetch"}`, workflow.ReasonUnknownOperationType, "disconnect", "/operation_type", nil},
+		{"OpSet", `{"operation_type":"set","block_id":"fetch","params":{}}`, workflow.ReasonUnknownOperationType, "update", "/operation_type", nil},
+		{"OpEdit", `{"operation_type":"edit","block_id":"fetch","params":{}}`, workflow.ReasonUnknownOperationType, "update", "/operation_type", nil},
+		{"OpCreate", `{"operation_type":"create","block_id":"x","type":"log"}`, workflow.ReasonUnknownOperationType, "add", "/operation_type", nil},
+		// Repairability: an enum value in the wrong case.
+		{"EnumCase", `{"operation_type":"update","block_id":"fetch","params":{"method":"get"}}`, workflow.ReasonInvalidParam, "GET", "/params/method", []string{`Did you mean "GET"?`}},
+		// L1: what the pattern lets through but the orchestrator could not use.
+		{"DurationOverflow", `{"operation_type":"add","block_id":"w","type":"wait","params":{"duration":"9999999999h"}}`, workflow.ReasonInvalidParam, "", "/params/duration", []string{"go-duration", "rule: format"}},
+		{"TimeoutOverflow", `{"operation_type":"add","block_id":"w","type":"wait","params":{"signal":"go","timeout":"9999999999h"}}`, workflow.ReasonInvalidParam, "", "/params/timeout", []string{"rule: format"}},
+		{"FailAttemptsHuge", `{"operation_type":"add","block_id":"f","type":"fail","params":{"message":"m","fail_attempts":1e300}}`, workflow.ReasonInvalidParam, "", "/params/fail_attempts", []string{"rule: maximum"}},
+		{"FailAttempts101", `{"operation_type":"add","block_id":"f","type":"fail","params":{"message":"m","fail_attempts":101}}`, workflow.ReasonInvalidParam, "", "/params/fail_attempts", []string{"rule: maximum"}},
+		{"InputSchemaBadRef", `{"operation_type":"add","block_id":"t","type":"trigger.manual","params":{"input_schema":{"$ref":"#/nope"}}}`, workflow.ReasonInvalidParam, "", "/params/input_schema", []string{"compiles", "rule: x-json-schema"}},
+		{"InputSchemaFileRef", `{"operation_type":"add","block_id":"t","type":"trigger.manual","params":{"input_schema":{"$ref":"file:///etc/passwd"}}}`, workflow.ReasonInvalidParam, "", "/params/input_schema", []string{"outside the schema"}},
+		{"InputSchemaRemoteRef", `{"operation_type":"add","block_id":"t","type":"trigger.manual","params":{"input_schema":{"properties":{"a":{"$ref":"https://example.com/s.json"}}}}}`, workflow.ReasonInvalidParam, "", "/params/input_schema", []string{"outside the schema"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -197,6 +214,13 @@ func TestValidate(t *testing.T) {
 		{"BadTemplate", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"l","type":"log","params":{"message":"{{ input. }}"}},{"operation_type":"connect","block_id":"a","target_block_id":"l"}]`, workflow.ValidationInvalidExpression, "l", "", []string{"{{ input. }}"}, "/params/message"},
 		{"Unclosed", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"l","type":"log","params":{"message":"{{ input.x "}},{"operation_type":"connect","block_id":"a","target_block_id":"l"}]`, workflow.ValidationInvalidExpression, "l", "", []string{"not closed"}, "/params/message"},
 		{"BadCondition", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"c","type":"condition","params":{"expression":"input.n >"}},{"operation_type":"connect","block_id":"a","target_block_id":"c"}]`, workflow.ValidationInvalidExpression, "c", "", nil, "/params/expression"},
+		// M3: a function the run will not have.
+		{"UnknownFunction", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"l","type":"log","params":{"message":"{{ upperr(input.name) }}"}},{"operation_type":"connect","block_id":"a","target_block_id":"l"}]`, workflow.ValidationInvalidExpression, "l", "upper", []string{"upperr()", "builtins", "Did you mean upper()?"}, "/params/message"},
+		{"UnknownFunctionInCondition", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"c","type":"condition","params":{"expression":"lenght(input.items) > 2"}},{"operation_type":"connect","block_id":"a","target_block_id":"c"}]`, workflow.ValidationInvalidExpression, "c", "len", nil, "/params/expression"},
+		{"MethodCall", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"l","type":"log","params":{"message":"{{ input.name.toUpper() }}"}},{"operation_type":"connect","block_id":"a","target_block_id":"l"}]`, workflow.ValidationInvalidExpression, "l", "upper", []string{"no methods", "upper(input.name)"}, "/params/message"},
+		// Repairability (5): a condition written as a template.
+		{"WrappedCondition", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"c","type":"condition","params":{"expression":"{{ input.n > 5 }}"}},{"operation_type":"connect","block_id":"a","target_block_id":"c"}]`, workflow.ValidationInvalidExpression, "c", "input.n > 5", []string{"bare expr-lang expression", `send "input.n > 5"`}, "/params/expression"},
+		{"PartlyWrappedCondition", `[{"operation_type":"add","block_id":"a","type":"trigger.manual"},{"operation_type":"add","block_id":"c","type":"condition","params":{"expression":"{{input.n}} > {{ input.m }}"}},{"operation_type":"connect","block_id":"a","target_block_id":"c"}]`, workflow.ValidationInvalidExpression, "c", "input.n > input.m", nil, "/params/expression"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -250,14 +274,106 @@ func TestDefinitionJSON(t *testing.T) {
 	require.JSONEq(t, `{"blocks":[],"edges":[]}`, string(empty))
 }
 
-// Values Postgres cannot store are refused as invalid params, never a 500 later.
+// Values Postgres cannot store are refused as invalid params, never a 500 later. jsonb keeps
+// numbers as numeric: at most 16383 digits after the point, counting those an exponent adds.
 func TestUnstorableValues(t *testing.T) {
 	t.Parallel()
 	c := catalog(t)
-	for _, params := range []string{`{"value":"a\u0000b"}`, `{"value":{"k":[1,1e999]}}`} {
+	zeros := "0." + strings.Repeat("0", 20000)
+	for _, params := range []string{
+		`{"value":"a\u0000b"}`, `{"value":{"k":[1,1e999]}}`,
+		`{"value":1e-20000}`, `{"value":[` + zeros + `]}`, `{"value":{"n":` + zeros + `1}}`, `{"value":0e-20000}`,
+		`{"value":1e-16384}`, `{"value":1.5e-16383}`, `{"value":100e-16385}`, `{"value":0e99999999999999999999}`,
+		`{"value":-1e-1073741823}`,
+	} {
 		out := c.Apply(workflow.Definition{}, ops(t, `[{"operation_type":"add","block_id":"x","type":"transform","params":`+params+`}]`))
-		require.Len(t, out.Skipped, 1, params)
+		require.Len(t, out.Skipped, 1, params[:min(len(params), 40)])
 		require.Equal(t, workflow.ReasonInvalidParam, out.Skipped[0].ReasonCode)
 		require.Contains(t, out.Skipped[0].Hint.Pointer, "/params/value")
+		require.Less(t, len(out.Skipped[0].Reason), 600, "the reason does not repeat a huge number")
 	}
+	// The limits themselves are storable (TestStoresWhatApplyAccepts stores them in Postgres).
+	for _, n := range []string{"1e-16383", "0.5e-16382", "1.5e308", "-0", "0e-16383", "1" + strings.Repeat("0", 300)} {
+		out := c.Apply(workflow.Definition{}, ops(t, `[{"operation_type":"add","block_id":"x","type":"transform","params":{"value":`+n+`}}]`))
+		require.Empty(t, out.Skipped, n)
+	}
+}
+
+// M2: an expression is at most 4 KB and nests brackets at most 64 deep, so that no stored
+// workflow costs a long parse on every read.
+func TestExpressionLimits(t *testing.T) {
+	t.Parallel()
+	c := catalog(t)
+	seed := c.Apply(workflow.Definition{}, ops(t, base))
+	nested := func(n int) string { return strings.Repeat("(", n) + "input.n" + strings.Repeat(")", n) }
+	long := func(n int) string { return "input.s == '" + strings.Repeat("x", n-len("input.s == ''")) + "'" }
+	for _, tc := range []struct {
+		name, op, pointer string
+		ok                bool
+	}{
+		{"ConditionAtLength", `{"operation_type":"update","block_id":"check","params":{"expression":"` + long(4096) + `"}}`, "", true},
+		{"ConditionTooLong", `{"operation_type":"update","block_id":"check","params":{"expression":"` + long(4097) + `"}}`, "/params/expression", false},
+		{"ConditionAtDepth", `{"operation_type":"update","block_id":"check","params":{"expression":"` + nested(64) + `"}}`, "", true},
+		{"ConditionTooDeep", `{"operation_type":"update","block_id":"check","params":{"expression":"` + nested(65) + ` > 1"}}`, "/params/expression", false},
+		{"DeepInAString", `{"operation_type":"update","block_id":"check","params":{"expression":"input.s == '` + strings.Repeat("(", 100) + `'"}}`, "", true},
+		{"TemplateTooDeep", `{"operation_type":"update","block_id":"ok","params":{"message":"a {{ input.x }} b {{ ` + nested(250) + ` }}"}}`, "/params/message", false},
+		{"NestedTemplateTooLong", `{"operation_type":"update","block_id":"fetch","params":{"body":{"k":["{{ ` + long(5000) + ` }}"]}}}`, "/params/body/k/0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			out := c.Apply(seed.Definition, ops(t, "["+tc.op+"]"))
+			if tc.ok {
+				require.Empty(t, out.Skipped)
+				return
+			}
+			require.Len(t, out.Skipped, 1)
+			s := out.Skipped[0]
+			require.Equal(t, workflow.ReasonInvalidParam, s.ReasonCode, s.Reason)
+			require.Equal(t, tc.pointer, s.Hint.Pointer)
+			require.Contains(t, s.Reason, "rule: x-expression")
+			require.Less(t, len(s.Reason), 800)
+		})
+	}
+}
+
+// L1: an input_schema that compiles, with its references inside it, is accepted.
+func TestInputSchemaCompiles(t *testing.T) {
+	t.Parallel()
+	c := catalog(t)
+	out := c.Apply(workflow.Definition{}, ops(t, `[{"operation_type":"add","block_id":"t","type":"trigger.manual","params":{"input_schema":
+	 {"type":"object","properties":{"n":{"$ref":"#/$defs/count"}},"$defs":{"count":{"type":"integer","minimum":0}}}}}]`))
+	require.Empty(t, out.Skipped)
+}
+
+// Repairability (3): setting another of wait's exactly-one params on update says how to
+// switch in one update.
+func TestExactlyOneOnUpdate(t *testing.T) {
+	t.Parallel()
+	c := catalog(t)
+	seed := c.Apply(workflow.Definition{}, ops(t, `[{"operation_type":"add","block_id":"w","type":"wait","params":{"duration":"1s"}}]`))
+	require.Empty(t, seed.Skipped)
+	out := c.Apply(seed.Definition, ops(t, `[{"operation_type":"update","block_id":"w","params":{"until":"2030-01-01T00:00:00Z"}}]`))
+	require.Len(t, out.Skipped, 1)
+	s := out.Skipped[0]
+	require.Equal(t, workflow.ReasonInvalidParam, s.ReasonCode)
+	require.Equal(t, "/params/until", s.Hint.Pointer)
+	require.Contains(t, s.Reason, `already has "duration"`)
+	require.Contains(t, s.Reason, `{"duration": null, "until": ...}`)
+	require.Empty(t, s.Hint.Allowed, "allowed lists values, not the names of other params")
+
+	out = c.Apply(seed.Definition, ops(t, `[{"operation_type":"update","block_id":"w","params":{"duration":null,"until":"2030-01-01T00:00:00Z"}}]`))
+	require.Empty(t, out.Skipped, "the switch the reason describes works")
+}
+
+// Repairability (4): a dependentRequired violation says what to do in words, not in allowed.
+func TestDependentRequiredText(t *testing.T) {
+	t.Parallel()
+	c := catalog(t)
+	out := c.Apply(workflow.Definition{}, ops(t, `[{"operation_type":"add","block_id":"w","type":"wait","params":{"duration":"1s","timeout":"5m"}}]`))
+	require.Len(t, out.Skipped, 1)
+	s := out.Skipped[0]
+	require.Equal(t, "/params/timeout", s.Hint.Pointer)
+	require.Contains(t, s.Reason, `"timeout" only applies with "signal": add "signal" or remove "timeout"`)
+	require.Contains(t, s.Reason, `"signal" would replace "duration"`)
+	require.Empty(t, s.Hint.Allowed)
 }

@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -28,6 +30,7 @@ type Catalog struct {
 	entries []connectors.Entry
 	printer *message.Printer
 	exprs   *exprCache
+	checks  *checkCache
 }
 
 // Connector is one registered block type.
@@ -46,12 +49,13 @@ type Connector struct {
 type paramInfo struct {
 	hidden     bool
 	expression bool
+	jsonSchema bool // the value is itself a JSON Schema ("x-json-schema": true)
 }
 
 // NewCatalog compiles entries. A schema that does not compile is an error: the catalog is
 // data shipped with the binary, so that is a bug its own test catches first.
 func NewCatalog(entries []connectors.Entry) (*Catalog, error) {
-	c := &Catalog{byType: map[string]*Connector{}, entries: entries, printer: message.NewPrinter(language.English), exprs: newExprCache()}
+	c := &Catalog{byType: map[string]*Connector{}, entries: entries, printer: message.NewPrinter(language.English), exprs: newExprCache(), checks: newCheckCache()}
 	for _, e := range entries {
 		conn, err := compileConnector(e)
 		if err != nil {
@@ -75,6 +79,7 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 			info := paramInfo{}
 			info.hidden, _ = p["hidden"].(bool)
 			info.expression, _ = p["x-expression"].(bool)
+			info.jsonSchema, _ = p["x-json-schema"].(bool)
 			conn.params[name] = info
 			if !info.hidden {
 				conn.public = append(conn.public, name)
@@ -106,6 +111,7 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
 	comp.AssertFormat()
+	comp.RegisterFormat(goDurationFormat())
 	url := "catalog:///" + e.Type + "/params"
 	if err := comp.AddResource(url, doc); err != nil {
 		return nil, err
@@ -180,10 +186,11 @@ type paramViolation struct {
 }
 
 // checkParams tests params (the block's whole params after the operation) in the order a model
-// can best act on: hidden params, then unknown ones, then each value against the schema.
-// Templated strings ({{ expr }}) are only checked to be strings where a string is allowed: their
-// value is known at run time.
-func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []string) *paramViolation {
+// can best act on: hidden params, then unknown ones, then what could not be stored or parsed,
+// then each value against the schema. Templated strings ({{ expr }}) are only checked to be
+// strings where a string is allowed: their value is known at run time. touched are the params
+// the operation sent; before the block's params before it (nil for an add).
+func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []string, before map[string]any) *paramViolation {
 	for _, name := range touched {
 		if info, ok := k.params[name]; ok && info.hidden {
 			return &paramViolation{code: ReasonHiddenParam, name: name, pointer: "/" + escapePointer(name)}
@@ -199,52 +206,251 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "string",
 			detail: "strings may not contain the NUL character (U+0000)"}
 	}
-	if ptr, ok := findHugeNumber(params, ""); ok {
-		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number",
-			detail: "numbers must fit a 64-bit float (about ±1.8e308)"}
+	if ptr, detail, ok := findUnstorableNumber(params, ""); ok {
+		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number", detail: detail}
 	}
-	if present := presentOf(params, k.exactlyOne); len(present) > 1 {
-		return &paramViolation{code: ReasonInvalidParam, name: present[1], pointer: "/" + escapePointer(present[1]), rule: "oneOf",
-			detail: fmt.Sprintf("set exactly one of %s, but %s are set", listOf(k.exactlyOne, 10), listOf(present, 10)),
-			hint:   Hint{Allowed: k.exactlyOne}}
+	if v := k.checkExpressions(params, touched); v != nil {
+		return v
+	}
+	if v := k.checkExactlyOne(params, touched, before); v != nil {
+		return v
 	}
 	err := k.schema.Validate(toSchemaValue(params))
-	if err == nil {
+	if err != nil {
+		var ve *jsonschema.ValidationError
+		if !errors.As(err, &ve) {
+			return &paramViolation{code: ReasonInvalidParam, rule: "schema", detail: err.Error()}
+		}
+		for _, leaf := range leaves(ve) {
+			if templatedAt(params, leaf.InstanceLocation) {
+				continue
+			}
+			return c.violationOf(k, params, leaf)
+		}
+	}
+	return k.checkJSONSchemas(params, touched)
+}
+
+// checkExactlyOne refuses params that set two or more of the exactly-one-of group. When an
+// update sets one while the block keeps another, it says how to switch in one update.
+func (k *Connector) checkExactlyOne(params map[string]any, touched []string, before map[string]any) *paramViolation {
+	present := presentOf(params, k.exactlyOne)
+	if len(present) < 2 {
 		return nil
 	}
-	var ve *jsonschema.ValidationError
-	if !errors.As(err, &ve) {
-		return &paramViolation{code: ReasonInvalidParam, rule: "schema", detail: err.Error()}
+	sent := map[string]bool{}
+	for _, t := range touched {
+		sent[t] = true
 	}
-	for _, leaf := range leaves(ve) {
-		if templatedAt(params, leaf.InstanceLocation) {
+	var kept, set []string
+	for _, p := range present {
+		if _, had := before[p]; had && !sent[p] {
+			kept = append(kept, p)
+		} else {
+			set = append(set, p)
+		}
+	}
+	v := &paramViolation{code: ReasonInvalidParam, rule: "oneOf"}
+	if len(kept) > 0 && len(set) > 0 {
+		v.name = set[0]
+		nulls := make([]string, len(kept))
+		for i, p := range kept {
+			nulls[i] = fmt.Sprintf("%q: null", p)
+		}
+		v.detail = fmt.Sprintf("%s takes exactly one of %s, and the block already has %s. To switch to %q, remove the other in the same update: send params {%s, %q: ...} (null removes a param)",
+			k.Type(), listOf(k.exactlyOne, 10), listOf(kept, 10), v.name, strings.Join(nulls, ", "), v.name)
+	} else {
+		v.name = present[1]
+		v.detail = fmt.Sprintf("set exactly one of %s, but %s are set: send only one of them", listOf(k.exactlyOne, 10), listOf(present, 10))
+	}
+	v.pointer = "/" + escapePointer(v.name)
+	return v
+}
+
+// The limits of one expression (a condition's expression, or the inside of one {{ }}). Every
+// read validates a workflow, and an expression's cost to parse grows with its length and how
+// deep its brackets nest; real ones are a line or two.
+const (
+	MaxExpressionLength = 4096
+	MaxExpressionDepth  = 64
+)
+
+// checkExpressions holds the expressions in the params the operation sent to the limits.
+func (k *Connector) checkExpressions(params map[string]any, touched []string) *paramViolation {
+	for _, name := range touched {
+		v, ok := params[name]
+		if !ok {
 			continue
 		}
-		return c.violationOf(leaf)
+		ptr := "/" + escapePointer(name)
+		if s, isStr := v.(string); isStr && k.isExpression(name) {
+			if detail := expressionProblem(s); detail != "" {
+				return &paramViolation{code: ReasonInvalidParam, name: name, pointer: ptr, rule: "x-expression", detail: detail}
+			}
+			continue
+		}
+		if p, detail, bad := findBadTemplate(v, ptr); bad {
+			return &paramViolation{code: ReasonInvalidParam, name: name, pointer: p, rule: "x-expression", detail: detail}
+		}
 	}
 	return nil
 }
 
-func (c *Catalog) violationOf(leaf *jsonschema.ValidationError) *paramViolation {
+// findBadTemplate returns the pointer of the first string whose {{ }} templates break the
+// expression limits.
+func findBadTemplate(v any, ptr string) (string, string, bool) {
+	switch x := v.(type) {
+	case string:
+		if !hasTemplate(x) {
+			return "", "", false
+		}
+		exprs, _ := splitTemplates(x) // an unclosed {{ is a validation error, not a skip
+		for _, e := range exprs {
+			if detail := expressionProblem(e); detail != "" {
+				return ptr, "the template {{ " + truncate(e, 40) + " }}: " + detail, true
+			}
+		}
+	case map[string]any:
+		for _, key := range sortedKeys(x) {
+			if p, d, bad := findBadTemplate(x[key], ptr+"/"+escapePointer(key)); bad {
+				return p, d, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, d, bad := findBadTemplate(e, fmt.Sprintf("%s/%d", ptr, i)); bad {
+				return p, d, true
+			}
+		}
+	}
+	return "", "", false
+}
+
+// expressionProblem says why an expression breaks the limits, or "".
+func expressionProblem(src string) string {
+	if len(src) > MaxExpressionLength {
+		return fmt.Sprintf("an expression may be at most %d bytes, and this one is %d; compute parts of it in earlier blocks (a transform block outputs any value) and refer to them with steps.<block_id>.output",
+			MaxExpressionLength, len(src))
+	}
+	if d := nesting(src); d > MaxExpressionDepth {
+		return fmt.Sprintf("an expression may nest brackets ( [ { at most %d deep, and this one nests them %d deep; write it flatter, or compute parts of it in earlier blocks",
+			MaxExpressionDepth, d)
+	}
+	return ""
+}
+
+// nesting is how deep the brackets of an expr-lang expression nest, string literals aside.
+func nesting(src string) int {
+	depth, deepest := 0, 0
+	var quote byte
+	for i := 0; i < len(src); i++ {
+		c := src[i]
+		if quote != 0 {
+			switch {
+			case c == '\\' && quote != '`':
+				i++
+			case c == quote:
+				quote = 0
+			}
+			continue
+		}
+		switch c {
+		case '"', '\'', '`':
+			quote = c
+		case '(', '[', '{':
+			depth++
+			deepest = max(deepest, depth)
+		case ')', ']', '}':
+			depth = max(0, depth-1)
+		}
+	}
+	return deepest
+}
+
+// checkJSONSchemas compiles the params marked "x-json-schema" that the operation sent, the way
+// the orchestrator will compile them: a schema that only fails at run time would refuse every
+// run.
+func (k *Connector) checkJSONSchemas(params map[string]any, touched []string) *paramViolation {
+	for _, name := range touched {
+		v, ok := params[name]
+		if !ok || !k.params[name].jsonSchema {
+			continue
+		}
+		if s, isStr := v.(string); isStr && hasTemplate(s) {
+			continue
+		}
+		if err := compileUserSchema(v); err != nil {
+			return &paramViolation{code: ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-json-schema",
+				detail: "it must be a JSON Schema (draft 2020-12 unless its $schema says otherwise) that compiles, with every $ref inside it (use $defs); it does not: " + truncate(strings.Join(strings.Fields(err.Error()), " "), 300)}
+		}
+	}
+	return nil
+}
+
+// compileUserSchema compiles a schema a client sent. Nothing is loaded from outside it: no
+// files of this server, no network.
+func compileUserSchema(v any) error {
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.AssertFormat()
+	comp.UseLoader(refuseLoader{})
+	const url = "client:///input_schema"
+	if err := comp.AddResource(url, v); err != nil {
+		return err
+	}
+	_, err := comp.Compile(url)
+	return err
+}
+
+// refuseLoader loads nothing: a client's schema must hold all it refers to.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema; only references inside it are allowed", url)
+}
+
+// goDurationFormat is the "go-duration" format of the catalog: a duration Go's
+// time.ParseDuration reads ("90s", "1h30m"), which is how the orchestrator reads it. The
+// catalog's pattern says the same in JSON Schema, but lets through what does not fit an int64
+// of nanoseconds ("9999999999h").
+func goDurationFormat() *jsonschema.Format {
+	return &jsonschema.Format{Name: "go-duration", Validate: func(v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		_, err := time.ParseDuration(s)
+		return err
+	}}
+}
+
+func (c *Catalog) violationOf(k *Connector, params map[string]any, leaf *jsonschema.ValidationError) *paramViolation {
 	ptr := ""
 	for _, tok := range leaf.InstanceLocation {
 		ptr += "/" + escapePointer(tok)
 	}
 	v := &paramViolation{code: ReasonInvalidParam, pointer: ptr, name: topName(ptr),
 		rule: strings.Join(leaf.ErrorKind.KeywordPath(), "/"), detail: leaf.ErrorKind.LocalizedString(c.printer)}
-	switch k := leaf.ErrorKind.(type) {
+	switch e := leaf.ErrorKind.(type) {
 	case *kind.Enum:
-		v.hint.Allowed = jsonStrings(k.Want)
+		v.hint.Allowed = jsonStrings(e.Want)
+		if got, ok := e.Got.(string); ok {
+			v.hint.DidYouMean = closestValue(got, v.hint.Allowed)
+		}
 	case *kind.Const:
-		v.hint.Allowed = jsonStrings([]any{k.Want})
+		v.hint.Allowed = jsonStrings([]any{e.Want})
 	case *kind.Type:
-		v.hint.Allowed = append([]string(nil), k.Want...)
+		v.hint.Allowed = append([]string(nil), e.Want...)
 	case *kind.DependentRequired:
-		v.pointer = ptr + "/" + escapePointer(k.Prop)
-		v.hint.Allowed = append([]string(nil), k.Missing...)
+		// Allowed is for values; what is missing here is another param, so the text says it.
+		v.pointer = ptr + "/" + escapePointer(e.Prop)
+		v.detail = fmt.Sprintf("%q only applies with %s: add %s or remove %q", e.Prop, listOf(e.Missing, 10), listOf(e.Missing, 10), e.Prop)
+		if others := presentOf(params, k.exactlyOne); len(others) > 0 && slices.Contains(k.exactlyOne, e.Missing[0]) {
+			v.detail += fmt.Sprintf(" (%s takes exactly one of %s, so %q would replace %s)", k.Type(), listOf(k.exactlyOne, 10), e.Missing[0], listOf(others, 10))
+		}
 	case *kind.AdditionalProperties:
-		if len(k.Properties) > 0 {
-			v.pointer = ptr + "/" + escapePointer(k.Properties[0])
+		if len(e.Properties) > 0 {
+			v.pointer = ptr + "/" + escapePointer(e.Properties[0])
 		}
 	}
 	if v.name == "" {
@@ -353,27 +559,72 @@ func findNUL(v any, ptr string) (string, bool) {
 	return "", false
 }
 
-// findHugeNumber returns the pointer of the first number outside the float64 range, which
-// Postgres cannot be relied on to store and no connector can use.
-func findHugeNumber(v any, ptr string) (string, bool) {
+// findUnstorableNumber returns the pointer of the first number that Postgres could not store
+// or no connector could use, and why.
+func findUnstorableNumber(v any, ptr string) (string, string, bool) {
 	switch x := v.(type) {
 	case json.Number:
-		_, err := strconv.ParseFloat(string(x), 64)
-		return ptr, err != nil
+		if why := unstorableNumber(x); why != "" {
+			return ptr, why, true
+		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
-			if found, ok := findHugeNumber(x[k], ptr+"/"+escapePointer(k)); ok {
-				return found, true
+			if found, why, ok := findUnstorableNumber(x[k], ptr+"/"+escapePointer(k)); ok {
+				return found, why, true
 			}
 		}
 	case []any:
 		for i, e := range x {
-			if found, ok := findHugeNumber(e, fmt.Sprintf("%s/%d", ptr, i)); ok {
-				return found, true
+			if found, why, ok := findUnstorableNumber(e, fmt.Sprintf("%s/%d", ptr, i)); ok {
+				return found, why, true
 			}
 		}
 	}
-	return "", false
+	return "", "", false
+}
+
+// The limits of Postgres's numeric type, which jsonb stores numbers in (Postgres 15,
+// src/backend/utils/adt/numeric.c): at most 16383 digits after the decimal point (the display
+// scale, which an exponent adds to: 1e-20000 has 20000, and so does 0e-20000), the first
+// significant digit at most 131071 places before it, and an exponent below (2^31-1)/2 in size.
+const (
+	pgMaxScale    = 16383
+	pgMaxWeight   = 131071
+	pgMaxExponent = 1<<30 - 1
+)
+
+// unstorableNumber says why the JSON number n cannot be a param, or "": it must fit a float64
+// (what connectors compute with) and Postgres's numeric (what the definition is stored in).
+// Both hold for the text as written, since that text is what is stored.
+func unstorableNumber(n json.Number) string {
+	s := string(n)
+	if _, err := strconv.ParseFloat(s, 64); err != nil {
+		if errors.Is(err, strconv.ErrRange) {
+			return "numbers must fit a 64-bit float (about ±1.8e308)"
+		}
+		return "not a JSON number"
+	}
+	mantissa, expText, hasExp := strings.Cut(strings.ToLower(s), "e")
+	exp := int64(0)
+	if hasExp {
+		e, err := strconv.ParseInt(expText, 10, 64)
+		if err != nil || e >= pgMaxExponent || e <= -pgMaxExponent {
+			return fmt.Sprintf("the exponent of %s is out of range; write the number without it, or with a smaller one", truncate(s, 40))
+		}
+		exp = e
+	}
+	intPart, frac, _ := strings.Cut(strings.TrimPrefix(mantissa, "-"), ".")
+	if scale := int64(len(frac)) - exp; scale > pgMaxScale {
+		return fmt.Sprintf("numbers may have at most %d digits after the decimal point, counting the ones an exponent adds, and %s has %d: round it (a value this small is 0 to a 64-bit float anyway)",
+			pgMaxScale, truncate(s, 40), scale)
+	}
+	digits := intPart + frac
+	if first := strings.IndexFunc(digits, func(r rune) bool { return r != '0' }); first >= 0 {
+		if weight := int64(len(intPart)-1-first) + exp; weight > pgMaxWeight {
+			return fmt.Sprintf("numbers may have at most %d digits before the decimal point", pgMaxWeight+1)
+		}
+	}
+	return ""
 }
 
 func jsonStrings(vals []any) []string {

@@ -3,7 +3,9 @@ package workflow
 // ReasonCode says why an operation was skipped (contract §2).
 type ReasonCode string
 
-// Every skip reason of the contract.
+// Every skip reason of the contract, and workflow_too_large, which this service adds to the
+// contract's list (ADR 0007, note on limits): an add or a connect past a workflow's limits, or
+// params that would make its definition too big to store.
 const (
 	ReasonInvalidBlockID         ReasonCode = "invalid_block_id"
 	ReasonDuplicateBlockID       ReasonCode = "duplicate_block_id"
@@ -20,6 +22,7 @@ const (
 	ReasonInvalidBranch          ReasonCode = "invalid_branch"
 	ReasonEdgeNotFound           ReasonCode = "edge_not_found"
 	ReasonUnknownOperationType   ReasonCode = "unknown_operation_type"
+	ReasonWorkflowTooLarge       ReasonCode = "workflow_too_large"
 )
 
 // Hint is the machine-readable help of a skipped operation or a validation error.

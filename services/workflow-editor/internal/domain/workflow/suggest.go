@@ -6,40 +6,266 @@ import (
 	"unicode"
 )
 
+// maxCompared is how many runes of a string the edit distance looks at: block ids have at most
+// 64, and a longer input is not a typo of one.
+const maxCompared = 64
+
+// suggestBudget bounds the work (dynamic-programming cells of the edit distance, 2 to 4 ns
+// each) one batch of operations, or one validation, may spend on did_you_mean guesses: at
+// most about 30 ms on a shared core, enough to guess each of 500 missing ids among 1,000
+// blocks when the ids differ by a few characters.
+// Each guess is a nicety, so past the budget no more are made; the batch itself never waits
+// on them. Apply runs under the workflow's row lock,
+// where every millisecond is one that a concurrent patch of the same workflow waits.
+const suggestBudget = 8_000_000
+
+// What looking at a candidate is charged, in cells, besides the edit distance: the
+// comparisons of the normalized strings, and one bag-distance pass over the buckets.
+const (
+	candidateCost = 2
+	bagCost       = 5
+)
+
+// maxNormalized is how much of an input is normalized: enough to hold any id many times over,
+// and a bound on what comparing a huge input (a 1 MB block_id) with each candidate costs.
+const maxNormalized = 4 * maxCompared
+
+// bagBuckets is how many character classes the bag distance counts: a-z and 0-9 each have
+// one, any other rune shares one of the rest. Sharing only lowers the bound, never breaks it.
+const bagBuckets = 40
+
 // closest returns the candidate a model most likely meant by got, or "" when none is close
 // enough to be a useful guess. Case, punctuation and separators are ignored first ("httpRequest"
 // is "http.request"), then a containment ("http" in "http.request") or a small edit distance
-// decides.
+// decides. It is for the short, fixed lists of the catalog (types, params, operations,
+// functions); guesses among a workflow's block ids go through a suggester with a budget.
 func closest(got string, candidates []string) string {
-	if got == "" || len(candidates) == 0 {
-		return ""
+	s := suggester{budget: -1}
+	return s.closest(got, candidates)
+}
+
+// suggester makes did_you_mean guesses within a budget of edit-distance work and remembers
+// the normalized form of each candidate it has seen.
+type suggester struct {
+	// budget is the number of cells still allowed; negative means no bound.
+	budget int
+	// cells counts the cells computed, which tests hold to a bound that does not depend on
+	// the machine's speed.
+	cells   int
+	norms   map[string]normalized
+	rows    [2][maxCompared + 1]int
+	byBound [][]bounded
+}
+
+type normalized struct {
+	s   string
+	r   []rune
+	bag [bagBuckets]uint8 // how many runes of r fall in each bucket
+}
+
+func newSuggester() *suggester {
+	return &suggester{budget: suggestBudget, norms: map[string]normalized{}}
+}
+
+func (s *suggester) normalized(c string) normalized {
+	if n, ok := s.norms[c]; ok {
+		return n
 	}
-	norm := normalize(got)
-	best, bestScore := "", 1<<30
-	for _, c := range candidates {
-		score := similarity(norm, normalize(c))
-		if score < bestScore || (score == bestScore && c < best) {
-			best, bestScore = c, score
+	n := normalizeFor(c)
+	if s.norms != nil {
+		s.norms[c] = n
+	}
+	return n
+}
+
+func normalizeFor(c string) normalized {
+	if len(c) > 4*maxNormalized {
+		c = c[:4*maxNormalized]
+	}
+	str := normalize(c)
+	if len(str) > maxNormalized {
+		str = str[:maxNormalized]
+	}
+	r := []rune(str)
+	if len(r) > maxCompared {
+		r = r[:maxCompared]
+	}
+	n := normalized{s: str, r: r}
+	for _, x := range r {
+		n.bag[bucket(x)]++
+	}
+	return n
+}
+
+func bucket(r rune) int {
+	switch {
+	case r >= 'a' && r <= 'z':
+		return int(r - 'a')
+	case r >= '0' && r <= '9':
+		return 26 + int(r-'0')
+	}
+	return 36 + int(r)%(bagBuckets-36)
+}
+
+// bagDistance is a lower bound of the edit distance between a and b: the larger of what a
+// has that b lacks and what b has that a lacks, counted by character class. An edit removes
+// at most one from each side, so no fewer edits can turn one into the other. Ids of a
+// workflow differ in their characters, so it rules out nearly every candidate at the cost of
+// one pass over the buckets, where the edit distance would cost up to 64 rows.
+func bagDistance(a, b *[bagBuckets]uint8) int {
+	more, less := 0, 0
+	for i := range a {
+		d := int(a[i]) - int(b[i])
+		if d > 0 {
+			more += d
+		} else {
+			less -= d
 		}
 	}
-	limit := max(2, len([]rune(norm))/3)
+	return max(more, less)
+}
+
+// closestValue is closest for the values of an enum: only a difference of case or
+// punctuation ("get" for "GET"), a containment, or one edit in four characters is a guess
+// worth making, since a value a model made up ("FETCH") is not a typo of a similar one.
+func closestValue(got string, allowed []string) string {
+	s := suggester{budget: -1}
+	return s.closestWithin(got, allowed, len([]rune(normalize(got)))/4)
+}
+
+func (s *suggester) closest(got string, candidates []string) string {
+	return s.closestWithin(got, candidates, -1)
+}
+
+// closestWithin is closest with at most limit edits; a negative limit is the default, a third
+// of got's length (at least 2).
+func (s *suggester) closestWithin(got string, candidates []string, limit int) string {
+	return s.pick(got, len(candidates), func(i int) (string, normalized) {
+		return candidates[i], s.normalized(candidates[i])
+	}, limit)
+}
+
+// pick is the guess among n candidates, the i-th of which candidate returns with its
+// normalized form. It looks at the candidates best first: a cheap lower bound of each one's
+// score (the bag distance) first, then the exact score in order of that bound, until the
+// bound passes the best score found; so among a thousand ids the edit distance is computed
+// for the few that could be the guess, not for all. The result is the candidate with the
+// lowest score, the first in sort order among equals, exactly as if all were scored. Every
+// candidate looked at is charged to the budget; a spent budget makes no more guesses.
+func (s *suggester) pick(got string, n int, candidate func(i int) (string, normalized), limit int) string {
+	if got == "" || n == 0 || s.budget == 0 {
+		return ""
+	}
+	g := normalizeFor(got)
+	if limit < 0 {
+		limit = max(2, len(g.r)/3)
+	}
+	limit = max(limit, 1) // containment scores 1
+	// The candidates that may score within the limit, by lower bound; an exact score (equal,
+	// containment) is its own bound.
+	if cap(s.byBound) < limit+1 {
+		s.byBound = make([][]bounded, limit+1)
+	}
+	byBound := s.byBound[:limit+1]
+	for b := range byBound {
+		byBound[b] = byBound[b][:0]
+	}
+	for i := 0; i < n && s.budget != 0; i++ {
+		_, cn := candidate(i)
+		s.spend(candidateCost)
+		switch {
+		case g.s == cn.s:
+			byBound[0] = append(byBound[0], bounded{i: i, exact: true})
+		case g.s != "" && cn.s != "" && (strings.Contains(cn.s, g.s) || strings.Contains(g.s, cn.s)):
+			byBound[1] = append(byBound[1], bounded{i: i, exact: true})
+		case abs(len(g.r)-len(cn.r)) > limit:
+			// The edit distance is at least the difference of the lengths.
+		default:
+			s.spend(bagCost)
+			if lb := max(bagDistance(&g.bag, &cn.bag), abs(len(g.r)-len(cn.r))); lb <= limit {
+				byBound[lb] = append(byBound[lb], bounded{i: i})
+			}
+		}
+	}
+	best, bestScore := "", limit+1
+	for lb := 0; lb <= min(limit, bestScore); lb++ {
+		for _, b := range byBound[lb] {
+			c, cn := candidate(b.i)
+			score := lb
+			if !b.exact {
+				if s.budget == 0 {
+					break
+				}
+				score = s.levenshtein(g.r, cn.r, min(bestScore, limit))
+			}
+			if score < bestScore || (score == bestScore && score <= limit && c < best) {
+				best, bestScore = c, score
+			}
+		}
+	}
 	if bestScore > limit {
 		return ""
 	}
 	return best
 }
 
-// similarity scores how far a is from b: 0 for equal, small for containment, else the edit
-// distance.
-func similarity(a, b string) int {
-	switch {
-	case a == b:
-		return 0
-	case a != "" && b != "" && (strings.Contains(b, a) || strings.Contains(a, b)):
-		return 1
-	default:
-		return levenshtein(a, b)
+// bounded is a candidate and a lower bound of its score, exact when it is the score.
+type bounded struct {
+	i     int
+	exact bool
+}
+
+// levenshtein is the edit distance between a and b (at most maxCompared runes each) when it
+// is at most k, else k+1. Only the diagonal band |i-j| <= k is computed, and it stops as soon
+// as a whole row is over k: a far candidate costs a few rows, not len(a)*len(b) cells.
+func (s *suggester) levenshtein(a, b []rune, k int) int {
+	n, m := len(a), len(b)
+	over := k + 1
+	prev, cur := s.rows[0][:m+1], s.rows[1][:m+1]
+	for j := range prev {
+		prev[j] = min(j, over)
 	}
+	for i := 1; i <= n; i++ {
+		lo, hi := max(1, i-k), min(m, i+k)
+		if lo == 1 {
+			cur[0] = min(i, over)
+		} else {
+			cur[lo-1] = over
+		}
+		rowMin := cur[lo-1]
+		for j := lo; j <= hi; j++ {
+			v := prev[j-1]
+			if a[i-1] != b[j-1] {
+				v++
+			}
+			v = min(v, prev[j]+1, cur[j-1]+1, over)
+			cur[j] = v
+			rowMin = min(rowMin, v)
+		}
+		if hi < m {
+			cur[hi+1] = over
+		}
+		s.spend(hi - lo + 1)
+		if rowMin > k {
+			return over
+		}
+		prev, cur = cur, prev
+	}
+	return min(prev[m], over)
+}
+
+func (s *suggester) spend(cells int) {
+	s.cells += cells
+	if s.budget > 0 {
+		s.budget = max(0, s.budget-cells)
+	}
+}
+
+func abs(x int) int {
+	if x < 0 {
+		return -x
+	}
+	return x
 }
 
 func normalize(s string) string {
@@ -50,35 +276,6 @@ func normalize(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// levenshtein is the edit distance between a and b, capped at 64 runes each so that a huge
-// input never costs more than a few thousand steps.
-func levenshtein(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	if len(ra) > 64 {
-		ra = ra[:64]
-	}
-	if len(rb) > 64 {
-		rb = rb[:64]
-	}
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
 }
 
 // listOf renders names for a reason text: `"a", "b", "c"`, at most limit of them.

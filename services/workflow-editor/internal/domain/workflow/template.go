@@ -47,7 +47,28 @@ func splitTemplates(s string) ([]string, error) {
 	}
 }
 
-// reference is one name an expression uses from its scope.
+// stripTemplates rewrites s with each {{ expr }} replaced by expr: what a model that wrapped
+// a bare expression in a template meant. ok is false when a {{ is not closed.
+func stripTemplates(s string) (string, bool) {
+	var out strings.Builder
+	for {
+		start := strings.Index(s, "{{")
+		if start < 0 {
+			out.WriteString(s)
+			return strings.TrimSpace(out.String()), true
+		}
+		rest := s[start+2:]
+		end := strings.Index(rest, "}}")
+		if end < 0 {
+			return "", false
+		}
+		out.WriteString(s[:start])
+		out.WriteString(strings.TrimSpace(rest[:end]))
+		s = rest[end+2:]
+	}
+}
+
+// reference is one name an expression uses from its scope, or one function it calls.
 type reference struct {
 	// text is the reference as written, like "steps.fetch.output" or "inptu".
 	text string
@@ -56,12 +77,16 @@ type reference struct {
 	// problem says why the reference cannot resolve whatever the graph; "" when it may.
 	problem    string
 	didYouMean string
+	// call marks a call of a function that does not exist: the expression cannot run at all
+	// (invalid_expression), rather than refer to something missing (unknown_reference).
+	call bool
 }
 
 type refVisitor struct {
 	refs    []reference
-	callees map[ast.Node]bool
+	callees map[string]bool // names called as functions
 	locals  map[string]bool
+	calls   map[string]bool // unknown functions already reported
 }
 
 // Visit records member references at once; bare identifiers are judged in finish, when the
@@ -69,7 +94,7 @@ type refVisitor struct {
 func (v *refVisitor) Visit(node *ast.Node) {
 	switch n := (*node).(type) {
 	case *ast.CallNode:
-		v.callees[n.Callee] = true
+		v.call(n)
 	case *ast.VariableDeclaratorNode:
 		v.locals[n.Name] = true
 	case *ast.MemberNode:
@@ -77,6 +102,43 @@ func (v *refVisitor) Visit(node *ast.Node) {
 	case *ast.IdentifierNode:
 		v.refs = append(v.refs, reference{text: n.Value, problem: "ident"})
 	}
+}
+
+// call records a call of a function the run will not have. The parser makes a call of one of
+// expr-lang's builtins a BuiltinNode, so a CallNode is either an unknown name or a method of a
+// value; the values of a run are JSON data, which has no methods.
+func (v *refVisitor) call(n *ast.CallNode) {
+	name := ""
+	switch c := n.Callee.(type) {
+	case *ast.IdentifierNode:
+		name = c.Value
+		v.callees[name] = true
+	case *ast.MemberNode:
+		if prop, ok := c.Property.(*ast.StringNode); ok {
+			name = prop.Value
+		}
+	}
+	if v.calls[name] {
+		return
+	}
+	v.calls[name] = true
+	if _, ok := builtin.Index[name]; ok && name != "" {
+		if _, isIdent := n.Callee.(*ast.IdentifierNode); isIdent {
+			return // only when the parser is configured to leave builtins as calls
+		}
+	}
+	dym := closest(name, builtin.Names)
+	if name == "" {
+		name = "(the called value)"
+	}
+	msg := fmt.Sprintf("%s() is not a function an expression can call: the functions are expr-lang's builtins (such as len, upper, lower, trim, split, join, filter, map, now, duration, toJSON; see https://expr-lang.org/docs/language-definition).", name)
+	if _, isMember := n.Callee.(*ast.MemberNode); isMember {
+		msg = fmt.Sprintf("%s() is called as a method, but the values of a run are JSON data, which has no methods: call one of expr-lang's builtins with the value as its argument, like upper(input.name).", name)
+	}
+	if dym != "" {
+		msg += fmt.Sprintf(" Did you mean %s()?", dym)
+	}
+	v.refs = append(v.refs, reference{text: name + "()", problem: msg, didYouMean: dym, call: true})
 }
 
 // member records steps.<id>, steps.<id>.output, run.<x> and workflow.<x> references.
@@ -127,7 +189,7 @@ func (v *refVisitor) finish() []reference {
 			continue
 		}
 		name := r.text
-		if isRoot(name) || v.locals[name] || isCallee(v.callees, name) || name == "$env" {
+		if isRoot(name) || v.locals[name] || v.callees[name] || name == "$env" {
 			continue
 		}
 		if _, ok := builtin.Index[name]; ok {
@@ -150,23 +212,15 @@ func isRoot(name string) bool {
 	return false
 }
 
-func isCallee(callees map[ast.Node]bool, name string) bool {
-	for n := range callees {
-		if id, ok := n.(*ast.IdentifierNode); ok && id.Value == name {
-			return true
-		}
-	}
-	return false
-}
-
-// exprCache remembers what each expression source parsed to. Validation runs on every read
-// and write of a workflow, and a large workflow's expressions rarely change between two, so
-// parsing each only once keeps a thousand-block patch cheap. The cache is bounded: it starts
-// over when full.
+// exprCache remembers what each expression source parsed to. Validation runs on every write
+// of a workflow (and on a read of a version not validated yet), and a large workflow's
+// expressions rarely change between two, so parsing each only once keeps a thousand-block
+// patch cheap. The cache is bounded: it starts over when full.
 type exprCache struct {
 	mu      sync.Mutex
 	entries map[string]parsed
 	conf    *conf.Config // read-only once built; the parser never writes it
+	parses  int          // how many sources were parsed, for tests
 }
 
 type parsed struct {
@@ -174,10 +228,12 @@ type parsed struct {
 	err  error
 }
 
-// The cache holds at most maxCachedExprs sources of at most maxCachedExprLen bytes each.
+// The cache holds at most maxCachedExprs sources of at most maxCachedExprLen bytes each: every
+// expression a patch may write fits (MaxExpressionLength); only one stored before that limit
+// may not.
 const (
 	maxCachedExprs   = 20000
-	maxCachedExprLen = 2048
+	maxCachedExprLen = MaxExpressionLength
 )
 
 func newExprCache() *exprCache {
@@ -193,15 +249,16 @@ func (c *exprCache) references(src string) ([]reference, error) {
 		return p.refs, p.err
 	}
 	refs, err := references(src, c.conf)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.parses++
 	if len(src) > maxCachedExprLen {
 		return refs, err
 	}
-	c.mu.Lock()
 	if len(c.entries) >= maxCachedExprs {
 		c.entries = map[string]parsed{}
 	}
 	c.entries[src] = parsed{refs: refs, err: err}
-	c.mu.Unlock()
 	return refs, err
 }
 
@@ -211,7 +268,7 @@ func references(src string, cfg *conf.Config) ([]reference, error) {
 	if err != nil {
 		return nil, err
 	}
-	v := &refVisitor{callees: map[ast.Node]bool{}, locals: map[string]bool{}}
+	v := &refVisitor{callees: map[string]bool{}, locals: map[string]bool{}, calls: map[string]bool{}}
 	ast.Walk(&tree.Node, v)
 	return v.finish(), nil
 }

@@ -3,6 +3,7 @@ package workflow
 import (
 	"fmt"
 	"strings"
+	"sync"
 )
 
 // ValidationCode names a problem of a workflow's graph (contract §2). A workflow with any can
@@ -29,15 +30,23 @@ type ValidationError struct {
 	DidYouMean string
 }
 
+// MaxValidationErrors is the most validation errors a workflow lists. A workflow with errors
+// cannot run, and a client repairs it a few errors at a time, so the first ones (whole-workflow
+// ones first, then block by block) are listed and the last says how many more there are:
+// listing each of thousands, every one with its upstream blocks, would make every read and
+// every patch answer megabytes.
+const MaxValidationErrors = 200
+
 // Validate lists the problems of def: whole-workflow ones first, then block by block in block
-// order. It never fails; an empty result means the workflow can run.
+// order, at most MaxValidationErrors of them. It never fails; an empty result means the
+// workflow can run.
 func (c *Catalog) Validate(def Definition) []ValidationError {
 	v := newValidator(c, def)
 	v.triggers()
-	for _, blk := range def.Blocks {
-		v.block(blk)
+	for i, blk := range def.Blocks {
+		v.block(i, blk)
 	}
-	return v.errs
+	return v.result()
 }
 
 type validator struct {
@@ -46,26 +55,59 @@ type validator struct {
 	index     map[string]int
 	in        map[string][]string
 	out       map[string][]string
+	preds     [][]int // by block index: the blocks with an edge into it
 	trigs     []string
 	reachable map[string]bool
-	ancestors []bitset // by block index, built on first need
+	sug       *suggester
+	// The ancestors of one block at a time: block i is one when marks[i] == stamp. Memory stays
+	// linear in the graph, whatever its shape; each block that needs its ancestors costs one
+	// walk up the graph.
+	marks     []int
+	stamp     int
+	markedFor int
+	queue     []int
 	errs      []ValidationError
+	dropped   int
 }
 
 func newValidator(c *Catalog, def Definition) *validator {
-	v := &validator{cat: c, def: def, index: make(map[string]int, len(def.Blocks)),
-		in: map[string][]string{}, out: map[string][]string{}}
+	n := len(def.Blocks)
+	v := &validator{cat: c, def: def, index: make(map[string]int, n),
+		in: make(map[string][]string, n), out: make(map[string][]string, n), preds: make([][]int, n),
+		sug: newSuggester(), markedFor: -1}
 	for i, b := range def.Blocks {
 		v.index[b.ID] = i
 	}
 	for _, e := range def.Edges {
 		v.in[e.To] = append(v.in[e.To], e.From)
 		v.out[e.From] = append(v.out[e.From], e.To)
+		from, ok1 := v.index[e.From]
+		to, ok2 := v.index[e.To]
+		if ok1 && ok2 {
+			v.preds[to] = append(v.preds[to], from)
+		}
 	}
 	return v
 }
 
-func (v *validator) add(e ValidationError) { v.errs = append(v.errs, e) }
+// full reports whether the list of errors is complete; what is found after only counts.
+func (v *validator) full() bool { return len(v.errs) >= MaxValidationErrors }
+
+func (v *validator) add(e ValidationError) {
+	if v.full() {
+		v.dropped++
+		return
+	}
+	v.errs = append(v.errs, e)
+}
+
+func (v *validator) result() []ValidationError {
+	if v.dropped > 0 {
+		last := &v.errs[len(v.errs)-1]
+		last.Message += fmt.Sprintf(" (%d more validation errors are not listed: fix these, and the next ones are listed.)", v.dropped)
+	}
+	return v.errs
+}
 
 func (v *validator) triggers() {
 	var triggerTypes []string
@@ -91,7 +133,7 @@ func (v *validator) triggers() {
 					t, v.trigs[0], t, v.trigs[0])})
 		}
 	}
-	v.reachable = map[string]bool{}
+	v.reachable = make(map[string]bool, len(v.def.Blocks))
 	stack := append([]string(nil), v.trigs...)
 	for len(stack) > 0 {
 		n := stack[len(stack)-1]
@@ -104,7 +146,7 @@ func (v *validator) triggers() {
 	}
 }
 
-func (v *validator) block(b Block) {
+func (v *validator) block(i int, b Block) {
 	conn, known := v.cat.Lookup(b.Type)
 	isTrigger := known && conn.IsTrigger()
 	if isTrigger && len(v.in[b.ID]) > 0 {
@@ -133,15 +175,30 @@ func (v *validator) block(b Block) {
 	for _, k := range sortedKeys(b.Params) {
 		ptr := "/params/" + escapePointer(k)
 		if s, ok := b.Params[k].(string); ok && conn.isExpression(k) {
-			v.expression(b, ptr, s, s)
+			if hasTemplate(s) {
+				v.wrapped(b, ptr, k, s)
+				continue
+			}
+			v.expression(i, b, ptr, s, s)
 			continue
 		}
-		v.templates(b, ptr, b.Params[k])
+		v.templates(i, b, ptr, b.Params[k])
 	}
 }
 
+// wrapped reports an expression param written as a template: it is a bare expression.
+func (v *validator) wrapped(b Block, ptr, name, s string) {
+	e := ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
+		Message: fmt.Sprintf("Block %q, %s: %s is a bare expr-lang expression, not a {{ }} template; write it without the braces.", b.ID, ptr, name)}
+	if bare, ok := stripTemplates(s); ok && bare != "" {
+		e.DidYouMean = bare
+		e.Message = fmt.Sprintf("Block %q, %s: %s is a bare expr-lang expression, not a {{ }} template: send %q.", b.ID, ptr, name, truncate(bare, 200))
+	}
+	v.add(e)
+}
+
 // templates checks every {{ expr }} in the strings of value.
-func (v *validator) templates(b Block, ptr string, value any) {
+func (v *validator) templates(i int, b Block, ptr string, value any) {
 	switch x := value.(type) {
 	case string:
 		if !hasTemplate(x) {
@@ -153,21 +210,22 @@ func (v *validator) templates(b Block, ptr string, value any) {
 				Message: fmt.Sprintf("Block %q, %s: %s; a template is written {{ expr }}.", b.ID, ptr, err)})
 		}
 		for _, e := range exprs {
-			v.expression(b, ptr, e, "{{ "+e+" }}")
+			v.expression(i, b, ptr, e, "{{ "+e+" }}")
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
-			v.templates(b, ptr+"/"+escapePointer(k), x[k])
+			v.templates(i, b, ptr+"/"+escapePointer(k), x[k])
 		}
 	case []any:
-		for i, e := range x {
-			v.templates(b, fmt.Sprintf("%s/%d", ptr, i), e)
+		for j, e := range x {
+			v.templates(i, b, fmt.Sprintf("%s/%d", ptr, j), e)
 		}
 	}
 }
 
-// expression checks one expression: it parses, and every reference it makes can resolve.
-func (v *validator) expression(b Block, ptr, src, shown string) {
+// expression checks one expression: it parses, it calls only functions that exist, and every
+// reference it makes can resolve.
+func (v *validator) expression(i int, b Block, ptr, src, shown string) {
 	refs, err := v.cat.exprs.references(src)
 	if err != nil {
 		v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
@@ -176,21 +234,28 @@ func (v *validator) expression(b Block, ptr, src, shown string) {
 	}
 	for _, r := range refs {
 		switch {
+		case r.call:
+			v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr, DidYouMean: r.didYouMean,
+				Message: fmt.Sprintf("Block %q, %s: %s cannot run: %s", b.ID, ptr, truncate(shown, 200), r.problem)})
 		case r.problem != "":
 			v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: r.didYouMean,
 				Message: fmt.Sprintf("Block %q, %s: reference %s cannot resolve: %s", b.ID, ptr, r.text, r.problem)})
 		case r.step != "":
-			v.stepReference(b, ptr, r)
+			v.stepReference(i, b, ptr, r)
 		}
 	}
 }
 
-func (v *validator) stepReference(b Block, ptr string, r reference) {
+func (v *validator) stepReference(i int, b Block, ptr string, r reference) {
 	target, exists := v.index[r.step]
-	if exists && v.upstream(target, v.index[b.ID]) {
+	if exists && v.upstream(target, i) {
 		return
 	}
-	upstream := v.upstreamIDs(v.index[b.ID])
+	if v.full() {
+		v.dropped++ // not listed: spare the walk and the guess
+		return
+	}
+	upstream := v.upstreamIDs(i)
 	msg := fmt.Sprintf("Block %q, %s: reference %s names ", b.ID, ptr, r.text)
 	switch {
 	case !exists:
@@ -206,78 +271,56 @@ func (v *validator) stepReference(b Block, ptr string, r reference) {
 	} else {
 		msg += fmt.Sprintf(" Upstream of %q: %s.", b.ID, listOf(upstream, maxListed))
 	}
-	v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: closest(r.step, upstream), Message: msg})
+	v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: v.sug.closest(r.step, upstream), Message: msg})
 }
 
-// upstream reports whether block a leads to block b.
+// upstream reports whether block a leads to block b: at once for an edge a -> b, the usual
+// reference to the step just before; else by the ancestors of b.
 func (v *validator) upstream(a, b int) bool {
-	v.buildAncestors()
-	return v.ancestors[b].has(a)
+	for _, p := range v.preds[b] {
+		if p == a {
+			return true
+		}
+	}
+	v.markAncestors(b)
+	return v.marks[a] == v.stamp
 }
 
 func (v *validator) upstreamIDs(b int) []string {
-	v.buildAncestors()
+	v.markAncestors(b)
 	var ids []string
 	for i, blk := range v.def.Blocks {
-		if v.ancestors[b].has(i) {
+		if v.marks[i] == v.stamp {
 			ids = append(ids, blk.ID)
 		}
 	}
 	return ids
 }
 
-// buildAncestors computes every block's ancestor set as a bitset, in topological order: linear
-// in edges times blocks/64, so a thousand-block workflow costs well under a millisecond.
-func (v *validator) buildAncestors() {
-	if v.ancestors != nil {
+// markAncestors marks the blocks that lead to block b, walking the edges backwards from it.
+// Blocks are validated one after the other, so the marks of one block serve all its
+// references.
+func (v *validator) markAncestors(b int) {
+	if v.markedFor == b {
 		return
 	}
-	n := len(v.def.Blocks)
-	v.ancestors = make([]bitset, n)
-	words := (n + 63) / 64
-	indeg := make([]int, n)
-	for i := range v.ancestors {
-		v.ancestors[i] = make(bitset, words)
+	if v.marks == nil {
+		v.marks = make([]int, len(v.def.Blocks))
 	}
-	for _, e := range v.def.Edges {
-		if _, ok := v.index[e.From]; ok {
-			if to, ok := v.index[e.To]; ok {
-				indeg[to]++
-			}
-		}
-	}
-	queue := make([]int, 0, n)
-	for i := range indeg {
-		if indeg[i] == 0 {
-			queue = append(queue, i)
-		}
-	}
+	v.stamp++
+	v.markedFor = b
+	queue := append(v.queue[:0], b)
 	for len(queue) > 0 {
-		i := queue[0]
-		queue = queue[1:]
-		for _, to := range v.out[v.def.Blocks[i].ID] {
-			j, ok := v.index[to]
-			if !ok {
-				continue
-			}
-			v.ancestors[j].or(v.ancestors[i])
-			v.ancestors[j].set(i)
-			indeg[j]--
-			if indeg[j] == 0 {
-				queue = append(queue, j)
+		n := queue[len(queue)-1]
+		queue = queue[:len(queue)-1]
+		for _, p := range v.preds[n] {
+			if v.marks[p] != v.stamp {
+				v.marks[p] = v.stamp
+				queue = append(queue, p)
 			}
 		}
 	}
-}
-
-type bitset []uint64
-
-func (s bitset) set(i int)      { s[i/64] |= 1 << (uint(i) % 64) }
-func (s bitset) has(i int) bool { return s[i/64]&(1<<(uint(i)%64)) != 0 }
-func (s bitset) or(o bitset) {
-	for i := range s {
-		s[i] |= o[i]
-	}
+	v.queue = queue
 }
 
 func truncate(s string, n int) string {
@@ -294,7 +337,78 @@ type Checked struct {
 	ValidationErrors []ValidationError
 }
 
-// Check validates w's definition against the catalog.
+// Check validates w's definition against the catalog; see ValidateVersion.
 func (c *Catalog) Check(w *Workflow) Checked {
-	return Checked{Workflow: w, ValidationErrors: c.Validate(w.Definition())}
+	return Checked{Workflow: w, ValidationErrors: c.ValidateVersion(w.ID(), w.Version(), w.Definition())}
+}
+
+// ValidateVersion is Validate for version version of workflow id, whose definition is def.
+// A version's definition never changes (every change makes a new version, and only a
+// committed one is read), so the result is remembered: reads of a workflow that did not change
+// cost no validation. Callers share the slice returned and must not change it.
+func (c *Catalog) ValidateVersion(id string, version int64, def Definition) []ValidationError {
+	key := checkKey{id: id, version: version}
+	if errs, ok := c.checks.get(key); ok {
+		return errs
+	}
+	errs := c.Validate(def)
+	c.checks.put(key, errs)
+	return errs
+}
+
+// The validation cache holds at most maxCachedChecks results, of at most maxCachedCheckBytes
+// of text in all; it forgets the oldest first.
+const (
+	maxCachedChecks     = 1024
+	maxCachedCheckBytes = 16 << 20
+)
+
+type checkKey struct {
+	id      string
+	version int64
+}
+
+type checkCache struct {
+	mu      sync.Mutex
+	entries map[checkKey]checkEntry
+	order   []checkKey // oldest first
+	bytes   int
+}
+
+type checkEntry struct {
+	errs  []ValidationError
+	bytes int
+}
+
+func newCheckCache() *checkCache { return &checkCache{entries: map[checkKey]checkEntry{}} }
+
+func (c *checkCache) get(k checkKey) ([]ValidationError, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.entries[k]
+	return e.errs, ok
+}
+
+func (c *checkCache) put(k checkKey, errs []ValidationError) {
+	n := 64
+	for _, e := range errs {
+		n += 64 + len(e.BlockID) + len(e.Message) + len(e.Pointer) + len(e.DidYouMean)
+	}
+	if n > maxCachedCheckBytes/8 {
+		return // one huge result would push out many small ones
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.entries[k]; ok {
+		return
+	}
+	for len(c.order) > 0 && (len(c.entries) >= maxCachedChecks || c.bytes+n > maxCachedCheckBytes) {
+		old := c.order[0]
+		c.order = c.order[1:]
+		c.bytes -= c.entries[old].bytes
+		delete(c.entries, old)
+	}
+	c.entries[k] = checkEntry{errs: errs, bytes: n}
+	c.order = append(c.order, k)
+	c.bytes += n
 }

@@ -66,6 +66,19 @@ func New(id, organizationID, name, description string, now time.Time) (*Workflow
 		version: 1, definition: Definition{}, createdAt: now, updatedAt: now}, nil
 }
 
+// NewWithDefinition returns a workflow at version 1 whose definition is ops applied to an empty
+// one (a create with a definition), and the outcome of the ops. Skipped ops do not stop the
+// creation, and the version stays 1 whatever the ops do: a new workflow has one version.
+func NewWithDefinition(id, organizationID, name, description string, cat *Catalog, ops []Op, now time.Time) (*Workflow, Outcome, error) {
+	w, err := New(id, organizationID, name, description, now)
+	if err != nil {
+		return nil, Outcome{}, err
+	}
+	out := cat.Apply(w.definition, ops)
+	w.definition = out.Definition
+	return w, out, nil
+}
+
 // UnmarshalFromDatabase rebuilds a stored workflow. Only adapters call it: it checks nothing.
 func UnmarshalFromDatabase(id, organizationID, name, description string, version int64, def Definition, createdAt, updatedAt time.Time) *Workflow {
 	return &Workflow{id: id, organizationID: organizationID, name: name, description: description,

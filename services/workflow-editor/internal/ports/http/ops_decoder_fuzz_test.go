@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 
@@ -27,6 +28,13 @@ func FuzzDecodeOps(f *testing.F) {
 		`{"ops":{}}`,
 		`[]`,
 		`{"ops":[{"operation_type":"add","block_id":"a","type":"http.request","params":{"method":"GET","url":"http://\u0000"}}]}`,
+		// Numbers Postgres's numeric cannot hold, and ones at its limits.
+		`{"ops":[{"operation_type":"add","block_id":"t","type":"transform","params":{"value":1e-20000}}]}`,
+		`{"ops":[{"operation_type":"add","block_id":"t","type":"transform","params":{"value":[0.` + strings.Repeat("0", 20000) + `]}}]}`,
+		`{"ops":[{"operation_type":"add","block_id":"t","type":"transform","params":{"value":{"a":1e-16383,"b":0e-16383,"c":-0,"d":1.5e308}}}]}`,
+		`{"ops":[{"operation_type":"add","block_id":"w","type":"wait","params":{"duration":"9999999999h"}},{"operation_type":"add","block_id":"f","type":"fail","params":{"message":"m","fail_attempts":1e300}}]}`,
+		`{"ops":[{"operation_type":"add","block_id":"t","type":"trigger.manual","params":{"input_schema":{"$ref":"#/nope"}}}]}`,
+		`{"ops":[{"operation_type":"add","block_id":"c","type":"condition","params":{"expression":"` + strings.Repeat("(", 200) + `1` + strings.Repeat(")", 200) + `"}}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/wire"
+	"svc.dev/proto/connectors"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -232,6 +233,33 @@ func RunRepositoryContract(t *testing.T, newRepo func(t *testing.T) workflow.Rep
 			after = &workflow.Position{CreatedAt: last.CreatedAt, ID: last.ID}
 		}
 		require.Equal(t, ids, got)
+	})
+
+	// H2: whatever the applier accepts can be stored, however hostile the input: every
+	// definition FuzzApply's corpus builds is added, then patched, then read back.
+	t.Run("StoresWhatApplyAccepts", func(t *testing.T) {
+		t.Parallel()
+		repo := newRepo(t)
+		cat, err := workflow.NewCatalog(connectors.MustLoad())
+		require.NoError(t, err)
+		for i, data := range ApplyCorpus(t) {
+			half := len(data) / 2
+			w, _, err := workflow.NewWithDefinition(wire.NewID(wire.Workflow), "org_a", fmt.Sprintf("corpus-%d", i), "", cat, OpsFromBytes(data[:half]), t0)
+			require.NoError(t, err)
+			require.NoError(t, repo.Add(ctx, w), "corpus entry %d: add", i)
+			var want []byte
+			err = repo.Update(ctx, "org_a", w.ID(), func(_ context.Context, w *workflow.Workflow) (*workflow.Workflow, error) {
+				w.Edit(cat, OpsFromBytes(data[half:]), t0.Add(time.Second))
+				want, err = json.Marshal(w.Definition())
+				return w, err
+			})
+			require.NoError(t, err, "corpus entry %d: update", i)
+			got, err := repo.Get(ctx, "org_a", w.ID())
+			require.NoError(t, err)
+			have, err := json.Marshal(got.Definition())
+			require.NoError(t, err)
+			require.JSONEq(t, string(want), string(have), "corpus entry %d", i)
+		}
 	})
 
 	t.Run("Delete", func(t *testing.T) {
