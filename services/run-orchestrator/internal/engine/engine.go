@@ -518,21 +518,26 @@ func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step)
 			retryIn time.Duration
 			done    bool
 		)
-		err := pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error {
+		// The result is recorded even when ctx was cancelled (a cancel of the run cancels the
+		// connector's context): these writes must not inherit that cancellation.
+		wctx := context.WithoutCancel(ctx)
+		err := pgx.BeginFunc(wctx, e.pool, func(tx pgx.Tx) error {
+			ctx := wctx
 			l, err := e.lockRun(ctx, tx, st.runID)
 			if err != nil {
 				return err
+			}
+			if l.status.Terminal() {
+				// Cancelled while the connector ran: the cancel already recorded the attempt
+				// cancelled (and cancelled this job); the result is not applied.
+				done = true
+				return nil
 			}
 			if gone, err := fenced(ctx, tx, job); err != nil || gone {
 				// This replica was taken for dead and its attempt marked lost: the result
 				// is dropped, another replica runs the block.
 				done = true
 				return err
-			}
-			if l.status.Terminal() {
-				// Cancelled while the connector ran: its result is not applied.
-				done = true
-				return e.endAttempt(ctx, tx, l, st.attemptID, "cancelled", nil, map[string]any{"message": "run " + string(l.status)})
 			}
 			bs := l.state.Block(st.block.ID)
 			if execErr == nil {
@@ -897,9 +902,15 @@ func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, err
 		case run.StatusCompleted, run.StatusFailed:
 			return &run.FinishedError{Status: l.status}
 		}
-		rows, err := tx.Query(ctx, `DELETE FROM waits WHERE run_id = $1 RETURNING attempt_id`, runID)
-		if err != nil {
+		if _, err := tx.Exec(ctx, `DELETE FROM waits WHERE run_id = $1`, runID); err != nil {
 			return fmt.Errorf("delete waits: %w", err)
+		}
+		// Every attempt still running — a wait's, or a step in flight on any replica — is
+		// recorded cancelled here, in the cancel's own commit; the replica running a step
+		// drops its result when it finds the run terminal.
+		rows, err := tx.Query(ctx, `SELECT id FROM step_attempts WHERE run_id = $1 AND status = 'running'`, runID)
+		if err != nil {
+			return fmt.Errorf("running attempts: %w", err)
 		}
 		attempts, err := pgx.CollectRows(rows, pgx.RowTo[string])
 		if err != nil {
