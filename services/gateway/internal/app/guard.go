@@ -4,6 +4,7 @@ package app
 
 import (
 	"context"
+	"time"
 
 	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
@@ -28,6 +29,9 @@ type Resolution struct {
 	Identity  internalauth.Identity
 	Rejection errs.Code
 	Message   string
+	// ExpiresAt is when the session or key behind an identity expires; zero when it does not
+	// or is unknown. Caches never keep the identity past it.
+	ExpiresAt time.Time
 }
 
 // Resolver is the identity service as the guard needs it. An error means identity could not

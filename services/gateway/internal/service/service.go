@@ -39,7 +39,10 @@ type Config struct {
 	// RateLimitPerMinute is the capacity and the per-minute refill of each (organization,
 	// principal) bucket.
 	RateLimitPerMinute int
-	Base               boot.Config
+	// GuardCacheTTL is how long the guard may reuse an identity while identity's revocation
+	// epoch has not moved; 0 resolves every request.
+	GuardCacheTTL time.Duration
+	Base          boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -56,6 +59,7 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 			httpport.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
 		},
 		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
+		GuardCacheTTL:      r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
 		Base:               boot.ReadConfig(r, needs()),
 	}
 	return cfg, r.Err()
@@ -98,7 +102,14 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	limiter := ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter})
 	buckets := app.CountRefusals(
 		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute)), base.Tel.Meter)
-	gw := httpport.NewGateway(log, resolver, buckets, upstreams)
+	// Identities are reused for at most GuardCacheTTL while identity's revocation epoch stays
+	// put (app.CachingResolver), so a revocation still fails the very next request.
+	var guardResolver app.Resolver = resolver
+	if cfg.GuardCacheTTL > 0 {
+		guardResolver = app.NewCachingResolver(resolver, ratelimiter.NewRedisEpochReader(base.Redis, base.Keys),
+			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
+	}
+	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams)
 
 	// The gateway's own /ready: identity (the guard) is required. Redis is not: without it the
 	// gateway limits in process and keeps serving, so a Redis outage marks it degraded rather

@@ -88,7 +88,8 @@ func TestSignUp(t *testing.T) {
 		require.Regexp(t, `^personal-[a-z0-9]{8}$`, ps[0].Slug)
 
 		r := b.resolve(t, sessionCreds(res.Token))
-		require.Equal(t, &query.Identity{UserID: res.User.ID(), Email: "ann@example.com", OrganizationID: orgID, Mode: query.ModeSession}, r.Identity)
+		require.Equal(t, &query.Identity{UserID: res.User.ID(), Email: "ann@example.com", OrganizationID: orgID, Mode: query.ModeSession,
+			ExpiresAt: res.Session.ExpiresAt()}, r.Identity)
 	})
 
 	t.Run("Rules", func(t *testing.T) {

@@ -22,6 +22,7 @@ import (
 	"svc.dev/libs/ratelimit"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/identity/internal/adapters/argon"
+	"svc.dev/services/identity/internal/adapters/epoch"
 	"svc.dev/services/identity/internal/adapters/keyusage"
 	"svc.dev/services/identity/internal/adapters/limiter"
 	"svc.dev/services/identity/internal/adapters/mail"
@@ -183,7 +184,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	delete(base.Checks, "redis")
 
 	// --- ports ---------------------------------------------------------------------------
-	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer}, log)
+	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer,
+		Revocations: epoch.NewRedisEpoch(base.Redis, base.Keys)}, log)
 	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, signer, log),
 		connect.WithInterceptors(base.RPCInterceptors()...))
 	handler := base.Handler(boot.Routes{

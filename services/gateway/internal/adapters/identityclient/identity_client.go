@@ -5,6 +5,7 @@ package identityclient
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -52,16 +53,20 @@ func toResolution(m *identityv1.ResolveResponse) app.Resolution {
 			Email:          id.GetUser().GetEmail(),
 			OrganizationID: id.GetOrganizationId(),
 		}
+		var expires time.Time
+		if ms := id.GetExpiresAtUnixMs(); ms != 0 {
+			expires = time.UnixMilli(ms)
+		}
 		switch id.GetAuthMode() {
 		case identityv1.AuthMode_AUTH_MODE_SESSION:
 			if out.UserID != "" {
 				out.AuthMode = internalauth.ModeSession
-				return app.Resolution{Identity: out}
+				return app.Resolution{Identity: out, ExpiresAt: expires}
 			}
 		case identityv1.AuthMode_AUTH_MODE_API_KEY:
 			if id.GetApiKeyId() != "" {
 				out.AuthMode, out.APIKeyID = internalauth.ModeAPIKey, id.GetApiKeyId()
-				return app.Resolution{Identity: out}
+				return app.Resolution{Identity: out, ExpiresAt: expires}
 			}
 		}
 		return app.Resolution{Rejection: errs.Unauthorized}

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"sync"
 	"testing"
+	"time"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
@@ -100,6 +101,12 @@ func TestConnectIdentityClient(t *testing.T) {
 				"Session",
 				identityAnswer(&identityv1.Identity{User: user, OrganizationId: "org_1", AuthMode: identityv1.AuthMode_AUTH_MODE_SESSION}),
 				app.Resolution{Identity: internalauth.Identity{UserID: "usr_1", Email: "ada@example.com", OrganizationID: "org_1", AuthMode: internalauth.ModeSession}},
+			},
+			{
+				"SessionWithExpiry",
+				identityAnswer(&identityv1.Identity{User: user, OrganizationId: "org_1", AuthMode: identityv1.AuthMode_AUTH_MODE_SESSION, ExpiresAtUnixMs: 1_800_000_000_123}),
+				app.Resolution{Identity: internalauth.Identity{UserID: "usr_1", Email: "ada@example.com", OrganizationID: "org_1", AuthMode: internalauth.ModeSession},
+					ExpiresAt: time.UnixMilli(1_800_000_000_123)},
 			},
 			{
 				"APIKey",

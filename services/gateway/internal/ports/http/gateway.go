@@ -16,6 +16,7 @@ import (
 	"svc.dev/libs/buildinfo"
 	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
+	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/app"
 )
@@ -113,11 +114,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !isOpen(g.routes, p) {
-		id, ok := g.guard(w, r)
+		id, taken, ok := g.guard(w, r)
 		if !ok {
 			return
 		}
-		if !g.limit(w, r, id) {
+		if !g.limit(w, r, id, taken) {
 			return
 		}
 		// The service gets the signed identity instead of the raw credentials.
@@ -141,7 +142,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.proxies[rt.Peer].ServeHTTP(w, r)
 }
 
-func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Identity, bool) {
+// guard resolves the credentials. When the resolver can take the rate-limit token itself
+// (app.LimitingResolver, overlapping it with its own work), the token it took is returned too.
+func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Identity, *ratelimit.Result, bool) {
 	cr := app.Credentials{
 		Authorization: r.Header.Get("Authorization"),
 		Cookie:        r.Header.Get("Cookie"),
@@ -150,15 +153,24 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 	}
 	if !cr.Present() {
 		web.WriteJSON(w, http.StatusUnauthorized, errs.Newf(errs.Unauthorized, "send a session cookie, Authorization: Bearer <token>, or x-api-key").Body())
-		return internalauth.Identity{}, false
+		return internalauth.Identity{}, nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), resolveTimeout)
 	defer cancel()
-	res, err := g.resolver.Resolve(ctx, cr)
+	var (
+		res   app.Resolution
+		taken *ratelimit.Result
+		err   error
+	)
+	if lr, ok := g.resolver.(app.LimitingResolver); ok {
+		res, taken, err = lr.ResolveAndAllow(ctx, cr, g.limiter)
+	} else {
+		res, err = g.resolver.Resolve(ctx, cr)
+	}
 	if err != nil {
 		// Fail closed: no identity service, no access.
 		web.WriteError(w, r, g.log, errs.New(errs.Unavailable, err).WithMessage("authentication is unavailable; retry shortly"))
-		return internalauth.Identity{}, false
+		return internalauth.Identity{}, nil, false
 	}
 	if res.Rejection == "" && res.Identity.OrganizationID == "" {
 		// Fail closed on an answer that is neither an identity nor a rejection.
@@ -166,9 +178,9 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 	}
 	if res.Rejection != "" {
 		web.WriteJSON(w, res.Rejection.Status(), errs.Newf(res.Rejection, "%s", res.Message).Body())
-		return internalauth.Identity{}, false
+		return internalauth.Identity{}, nil, false
 	}
-	return res.Identity, true
+	return res.Identity, taken, true
 }
 
 // The headers of contract §0 on every guarded response.
@@ -180,8 +192,14 @@ const (
 
 // limit takes one token from the bucket of (organization, principal) and puts the bucket's
 // state on the response, whatever answers it next: the service, a 404, a 413 or this 429.
-func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, id internalauth.Identity) bool {
-	res := g.limiter.Allow(r.Context(), app.BucketKey(id))
+// A token the guard already took (taken) is used instead of taking another.
+func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, id internalauth.Identity, taken *ratelimit.Result) bool {
+	var res ratelimit.Result
+	if taken != nil {
+		res = *taken
+	} else {
+		res = g.limiter.Allow(r.Context(), app.BucketKey(id))
+	}
 	h := w.Header()
 	h.Set(headerLimit, strconv.Itoa(res.Limit))
 	h.Set(headerRemaining, strconv.Itoa(res.Remaining))

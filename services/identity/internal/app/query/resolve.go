@@ -34,6 +34,8 @@ type Identity struct {
 	OrganizationID string
 	Mode           Mode
 	APIKeyID       string
+	// ExpiresAt is when the session or key expires; zero when it does not.
+	ExpiresAt time.Time
 }
 
 // Resolution is exactly one of an identity or a rejection code with a message that is safe to
@@ -78,7 +80,7 @@ func (h ResolveHandler) Handle(ctx context.Context, q Resolve) (Resolution, erro
 				Message: "the session has no active organization; call POST /api/auth/organization/set-active"}, nil
 		}
 		return Resolution{Identity: &Identity{UserID: rec.User.ID(), Email: rec.User.Email(),
-			OrganizationID: rec.Session.ActiveOrganizationID(), Mode: ModeSession}}, nil
+			OrganizationID: rec.Session.ActiveOrganizationID(), Mode: ModeSession, ExpiresAt: rec.Session.ExpiresAt()}}, nil
 	}
 	now := h.auth.Now()
 	for _, raw := range q.Credentials.APIKeys {
@@ -91,7 +93,8 @@ func (h ResolveHandler) Handle(ctx context.Context, q Resolve) (Resolution, erro
 		}
 		h.usage.Record(rec.Key.ID(), now)
 		return Resolution{Identity: &Identity{UserID: rec.Creator.ID, Email: rec.Creator.Email,
-			OrganizationID: rec.Key.OrganizationID(), Mode: ModeAPIKey, APIKeyID: rec.Key.ID()}}, nil
+			OrganizationID: rec.Key.OrganizationID(), Mode: ModeAPIKey, APIKeyID: rec.Key.ID(),
+			ExpiresAt: rec.Key.ExpiresAt()}}, nil
 	}
 	return Resolution{Rejection: RejectUnauthorized, Message: "no session or API key matches these credentials"}, nil
 }

@@ -54,6 +54,9 @@ func toResolveResponse(r query.Resolution) *identityv1.ResolveResponse {
 			OrganizationId: id.OrganizationID,
 			AuthMode:       identityv1.AuthMode_AUTH_MODE_SESSION,
 		}
+		if !id.ExpiresAt.IsZero() {
+			out.ExpiresAtUnixMs = id.ExpiresAt.UnixMilli()
+		}
 		if id.Mode == query.ModeAPIKey {
 			out.AuthMode, out.ApiKeyId = identityv1.AuthMode_AUTH_MODE_API_KEY, id.APIKeyID
 		}

@@ -1,0 +1,43 @@
+// Package epoch is identity's adapter for the revocation epoch: a Redis counter the gateway
+// reads to know whether the identities it cached may still be used.
+package epoch
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"svc.dev/libs/redisx"
+)
+
+// KeyName is the counter's name under SVC_REDIS_PREFIX; the gateway reads the same key.
+const KeyName = "auth:epoch"
+
+// bumpTimeout bounds one INCR: the answer of the auth call waits for it.
+const bumpTimeout = 200 * time.Millisecond
+
+// RedisEpoch increments <prefix>auth:epoch.
+type RedisEpoch struct {
+	rdb redis.UniversalClient
+	key string
+}
+
+// NewRedisEpoch returns the counter in rdb under keys.
+func NewRedisEpoch(rdb redis.UniversalClient, keys redisx.Keys) *RedisEpoch {
+	if rdb == nil {
+		panic("nil redis client")
+	}
+	return &RedisEpoch{rdb: rdb, key: keys.Key(KeyName)}
+}
+
+// Bump moves the epoch forward by one.
+func (e *RedisEpoch) Bump(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, bumpTimeout)
+	defer cancel()
+	if err := e.rdb.Incr(ctx, e.key).Err(); err != nil {
+		return fmt.Errorf("incr %s: %w", e.key, err)
+	}
+	return nil
+}
