@@ -19,6 +19,8 @@ const EpochKey = "auth:epoch"
 // epochTimeout bounds one read; a slower Redis means no cache for that request.
 const epochTimeout = 100 * time.Millisecond
 
+var errNoEpoch = errors.New("no revocation epoch yet") //nolint:gochecknoglobals // sentinel
+
 // RedisEpochReader implements app.EpochReader with one GET.
 type RedisEpochReader struct {
 	rdb redis.UniversalClient
@@ -33,13 +35,16 @@ func NewRedisEpochReader(rdb redis.UniversalClient, keys redisx.Keys) *RedisEpoc
 	return &RedisEpochReader{rdb: rdb, key: keys.Key(EpochKey)}
 }
 
-// Epoch is the current epoch; 0 while identity has never bumped it.
+// Epoch is the current epoch. While the counter is missing (identity never bumped it, or Redis
+// lost it) it answers errNoEpoch and the cache stays unused: an epoch read from a counter that
+// restarted could equal one an old entry holds. Identity restarts a lost counter from the
+// current time, past every value it held before.
 func (r *RedisEpochReader) Epoch(ctx context.Context) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, epochTimeout)
 	defer cancel()
 	s, err := r.rdb.Get(ctx, r.key).Result()
 	if errors.Is(err, redis.Nil) {
-		return 0, nil
+		return 0, errNoEpoch
 	}
 	if err != nil {
 		return 0, fmt.Errorf("get %s: %w", r.key, err)
