@@ -56,3 +56,16 @@ func TestParseLevel(t *testing.T) {
 	_, ok = telemetry.ParseLevel("loud")
 	require.False(t, ok)
 }
+
+// Without an exporter spans are not recorded, but they still carry ids for logs and peers.
+func TestNoExporterKeepsContextOnly(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
+	t.Setenv("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "")
+	tel, err := telemetry.New(context.Background(), "test", "dev")
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	_, span := tel.Tracer.Tracer("t").Start(context.Background(), "op")
+	defer span.End()
+	require.False(t, span.IsRecording())
+	require.True(t, span.SpanContext().IsValid(), "a trace id still exists for logs and propagation")
+}

@@ -62,6 +62,10 @@ func New(ctx context.Context, service, version string) (Telemetry, error) {
 			return Telemetry{}, fmt.Errorf("otlp exporter: %w", err)
 		}
 		opts = append(opts, sdktrace.WithBatcher(exp))
+	} else {
+		// Nothing would ever read a recorded span: keep trace context (ids in logs, W3C
+		// propagation to peers) but record nothing, which spares every request the cost.
+		opts = append(opts, sdktrace.WithSampler(sdktrace.NeverSample()))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	mp, metrics, err := newMeter(res)
