@@ -34,7 +34,7 @@ func TestParseConfig(t *testing.T) {
 		cfg, err := parseConfig(nil, bundle.getwd)
 		require.NoError(t, err)
 		require.Equal(t, bundle.root, cfg.root)
-		require.Equal(t, []string{"gateway-proxy", "guard-reject", "guard-overhead", "patch-100-ops", "patch-1000-blocks"}, scenarioNames(cfg.scenarios))
+		require.Equal(t, []string{"gateway-proxy", "guard-reject", "guard-overhead", "patch-100-ops", "patch-1000-blocks", "run-start", "chain-40"}, scenarioNames(cfg.scenarios))
 		require.Equal(t, 10*time.Second, cfg.duration)
 		require.Equal(t, 2*time.Second, cfg.warmup)
 		require.InDelta(t, 500, cfg.rate, 0)
@@ -44,7 +44,7 @@ func TestParseConfig(t *testing.T) {
 		require.Equal(t, "http://127.0.0.1:18082", cfg.editorURL)
 		require.Equal(t, "http://bench.test", cfg.origin, "the system bench starts trusts it")
 		require.Equal(t, map[string]float64{
-			"gateway-proxy": 500, "guard-reject": 500, "guard-overhead": 500, "patch-100-ops": 50, "patch-1000-blocks": 20,
+			"gateway-proxy": 500, "guard-reject": 500, "guard-overhead": 500, "patch-100-ops": 50, "patch-1000-blocks": 20, "run-start": 200, "chain-40": 500,
 		}, ratesOf(cfg), "heavy scenarios keep their own rate")
 		require.Equal(t, filepath.Join(bundle.root, "bench", "RESULTS.md"), cfg.resultsPath)
 		require.False(t, cfg.noBaseline)
@@ -79,13 +79,13 @@ func TestParseConfig(t *testing.T) {
 			want map[string]float64
 		}{
 			{"RateBeatsTheScenariosOwn", []string{"-rate", "100"}, map[string]float64{
-				"gateway-proxy": 100, "guard-reject": 100, "guard-overhead": 100, "patch-100-ops": 100, "patch-1000-blocks": 100,
+				"gateway-proxy": 100, "guard-reject": 100, "guard-overhead": 100, "patch-100-ops": 100, "patch-1000-blocks": 100, "run-start": 100, "chain-40": 100,
 			}},
 			{"ScenarioRateBeatsEverything", []string{"-rate", "100", "-scenario-rate", "patch-100-ops=80, guard-reject=7.5"}, map[string]float64{
-				"gateway-proxy": 100, "guard-reject": 7.5, "guard-overhead": 100, "patch-100-ops": 80, "patch-1000-blocks": 100,
+				"gateway-proxy": 100, "guard-reject": 7.5, "guard-overhead": 100, "patch-100-ops": 80, "patch-1000-blocks": 100, "run-start": 100, "chain-40": 100,
 			}},
 			{"ScenarioRateAlone", []string{"-scenario-rate", "patch-1000-blocks=5"}, map[string]float64{
-				"gateway-proxy": 500, "guard-reject": 500, "guard-overhead": 500, "patch-100-ops": 50, "patch-1000-blocks": 5,
+				"gateway-proxy": 500, "guard-reject": 500, "guard-overhead": 500, "patch-100-ops": 50, "patch-1000-blocks": 5, "run-start": 200, "chain-40": 500,
 			}},
 		}
 		for _, tt := range tests {

@@ -21,6 +21,8 @@ func allScenarios() []Scenario {
 		guardOverhead{},
 		patch100Ops{},
 		patch1000Blocks{},
+		runStart{},
+		chain40{},
 	}
 }
 
