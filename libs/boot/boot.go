@@ -37,12 +37,14 @@ type Needs struct {
 
 // Config holds the settings every service reads.
 type Config struct {
-	DatabaseURL    string
-	RedisURL       string
-	RedisPrefix    string
-	InternalSecret string
-	LogLevel       slog.Level
-	Drain          time.Duration
+	DatabaseURL string
+	// DatabaseMaxConns overrides the pool size the service asks for (0: the service's own).
+	DatabaseMaxConns int
+	RedisURL         string
+	RedisPrefix      string
+	InternalSecret   string
+	LogLevel         slog.Level
+	Drain            time.Duration
 }
 
 // ReadConfig reads the common settings; failures are collected in r.
@@ -53,6 +55,7 @@ func ReadConfig(r *env.Reader, needs Needs) Config {
 		RedisPrefix:    r.String("SVC_REDIS_PREFIX", "svc:"),
 	}
 	if needs.Postgres {
+		c.DatabaseMaxConns = r.Int("SVC_DATABASE_MAX_CONNS", 0, 0, 1000)
 		c.DatabaseURL = r.URL("SVC_DATABASE_URL", "postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable", "postgres", "postgresql")
 	}
 	if needs.Redis {
@@ -70,6 +73,9 @@ type Spec struct {
 	Schema     string
 	Migrations fs.FS
 	Needs      Needs
+	// MaxConns is the pool size the service needs (0: pgx's default, the larger of 4 and the
+	// number of CPUs). SVC_DATABASE_MAX_CONNS overrides it.
+	MaxConns int32
 }
 
 // Base is a started service's shared infrastructure.
@@ -105,7 +111,11 @@ func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Bas
 		}
 	}()
 	if spec.Needs.Postgres {
-		b.Pool, err = pgdb.Open(ctx, pgdb.Config{URL: cfg.DatabaseURL, Schema: spec.Schema, Service: spec.Name, Tracer: tel.Tracer})
+		maxConns := spec.MaxConns
+		if cfg.DatabaseMaxConns > 0 {
+			maxConns = int32(cfg.DatabaseMaxConns) //nolint:gosec // bounded to 1000 by ReadConfig
+		}
+		b.Pool, err = pgdb.Open(ctx, pgdb.Config{URL: cfg.DatabaseURL, Schema: spec.Schema, Service: spec.Name, MaxConns: maxConns, Tracer: tel.Tracer})
 		if err != nil {
 			return nil, fmt.Errorf("postgres: %w", err)
 		}

@@ -89,7 +89,10 @@ type Application struct {
 // NewApplication connects the stores, applies migrations (ours with goose, River's with its
 // migrator), starts the engine and assembles the HTTP surface.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
-	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: engine.Schema, Migrations: migrations.FS, Needs: needs()}, log)
+	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: engine.Schema, Migrations: migrations.FS, Needs: needs(),
+		// River's fetchers and workers and the API share the pool: pgx's default of 4
+		// connections made every dispatch queue behind running steps.
+		MaxConns: 32}, log)
 	if err != nil {
 		return nil, err
 	}
