@@ -7,6 +7,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"svc.dev/libs/internalauth"
 )
 
 // guardOverhead measures what the guard and the rate limit add to a request (issue 3: at most
@@ -46,22 +48,25 @@ func (g guardOverhead) Run(ctx context.Context, env Env) ([]Result, error) {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	env.Log("  signed up %s (organization %s, key %s)", acct.email, acct.organizationID, acct.keyID)
-	secret := []byte(env.InternalSecret)
+	signer, err := internalauth.NewSigner(env.InternalSecret)
+	if err != nil {
+		return nil, fmt.Errorf("SVC_INTERNAL_SECRET: %w", err)
+	}
 	id := acct.identity()
 	direct := Target{
 		URL:    env.EditorURL + connectorsPath,
 		Expect: http.StatusOK,
 		Prepare: func(_ int, req *http.Request) {
-			signIdentity(req.Header, secret, req.Method, req.URL.Path, id, time.Now())
+			signer.Sign(req.Header, req.Method, req.URL.Path, req.URL.RawQuery, id, time.Now())
 		},
 	}
 	gateway := Target{URL: env.GatewayURL + connectorsPath, Header: acct.keyHeader(), Expect: http.StatusOK}
 
 	// One request of each before any load, so a refused signature or key says why at once.
 	probe := http.Header{}
-	signIdentity(probe, secret, http.MethodGet, connectorsPath, id, time.Now())
+	signer.Sign(probe, http.MethodGet, connectorsPath, "", id, time.Now())
 	if err := newAPI(env.EditorURL, probe).call(ctx, http.MethodGet, connectorsPath, nil, http.StatusOK, nil); err != nil {
-		return nil, fmt.Errorf("the editor refuses bench's signature (is SVC_INTERNAL_SECRET the system's? has libs/internalauth's format changed? see signer.go): %w", err)
+		return nil, fmt.Errorf("the editor refuses bench's signature (is SVC_INTERNAL_SECRET the system's?): %w", err)
 	}
 	if err := newAPI(env.GatewayURL, acct.keyHeader()).call(ctx, http.MethodGet, connectorsPath, nil, http.StatusOK, nil); err != nil {
 		return nil, fmt.Errorf("through the gateway with the key: %w", err)

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"svc.dev/libs/internalauth"
 )
 
 // api makes the setup calls of a scenario, the ones that are not measured: one request at a
@@ -77,8 +79,9 @@ type account struct {
 }
 
 // identity is what the gateway signs into the requests it forwards for this account's key.
-func (a account) identity() identity {
-	return identity{UserID: a.userID, Email: a.email, OrganizationID: a.organizationID, AuthMode: "api-key", APIKeyID: a.keyID}
+func (a account) identity() internalauth.Identity {
+	return internalauth.Identity{UserID: a.userID, Email: a.email, OrganizationID: a.organizationID,
+		AuthMode: internalauth.ModeAPIKey, APIKeyID: a.keyID}
 }
 
 // signUp creates a user through the gateway (sign-up, with a trusted Origin), reads the
