@@ -42,6 +42,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"svc.dev/tools/internal/workspace"
 )
 
 func main() {
@@ -153,9 +155,9 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	if err != nil {
 		return config{}, err
 	}
-	root, err := findRoot(wd)
+	root, err := workspace.Root(wd)
 	if err != nil {
-		return config{}, err
+		return config{}, fmt.Errorf("%s: run bench from the repository: %w", wd, err)
 	}
 	cfg.root = root
 	cfg.resultsPath = *results
@@ -163,19 +165,6 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 		cfg.resultsPath = filepath.Join(root, cfg.resultsPath)
 	}
 	return cfg, nil
-}
-
-// findRoot walks up from dir to the directory that holds go.work, so bench works from any
-// folder of the repository.
-func findRoot(dir string) (string, error) {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-			return d, nil
-		}
-		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("no go.work in %s or above; run bench from the repository", dir)
-		}
-	}
 }
 
 // run takes the baseline, brings the system up (unless told not to), runs every scenario,

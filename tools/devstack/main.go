@@ -28,6 +28,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"svc.dev/tools/internal/workspace"
 )
 
 func main() {
@@ -97,9 +99,9 @@ func parseConfig(args, environ []string, getwd func() (string, error)) (config, 
 		if err != nil {
 			return config{}, err
 		}
-		root, err := findRoot(wd)
+		root, err := workspace.Root(wd)
 		if err != nil {
-			return config{}, err
+			return config{}, fmt.Errorf("%s: run devstack from the repository or pass -root: %w", wd, err)
 		}
 		cfg.root = root
 	}
@@ -110,19 +112,6 @@ func parseConfig(args, environ []string, getwd func() (string, error)) (config, 
 	cfg.root = root
 	cfg.stateDir = filepath.Join(root, ".devstack")
 	return cfg, nil
-}
-
-// findRoot walks up from dir to the directory that holds go.work, so devstack works from any
-// folder of the repository.
-func findRoot(dir string) (string, error) {
-	for d := dir; ; d = filepath.Dir(d) {
-		if _, err := os.Stat(filepath.Join(d, "go.work")); err == nil {
-			return d, nil
-		}
-		if d == filepath.Dir(d) {
-			return "", fmt.Errorf("no go.work in %s or above; run devstack from the repository or pass -root", dir)
-		}
-	}
 }
 
 // run brings the system up, waits for Ctrl-C or a crash, and takes it down again. It returns
