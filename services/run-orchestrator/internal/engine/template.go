@@ -2,13 +2,14 @@ package engine
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/vm"
+
+	"svc.dev/proto/connectors"
 )
 
 // programs caches compiled expr-lang programs by source. Runs of one workflow evaluate the
@@ -47,8 +48,6 @@ func (p *programs) eval(src string, scope map[string]any) (any, error) {
 	}
 	return out, nil
 }
-
-var errUnclosed = errors.New(`"{{" is not closed by "}}"`)
 
 // resolve evaluates the {{ expr }} templates in v (contract §2): a string that is exactly one
 // template takes the value's JSON type; other strings get each value interpolated (strings as
@@ -90,20 +89,17 @@ func (p *programs) resolveString(s string, scope map[string]any) (any, error) {
 	if strings.HasPrefix(trimmed, "{{") && strings.HasSuffix(trimmed, "}}") && strings.Count(trimmed, "{{") == 1 {
 		return p.eval(strings.TrimSpace(trimmed[2:len(trimmed)-2]), scope)
 	}
+	segs, err := connectors.SplitTemplate(s)
+	if err != nil {
+		return nil, err
+	}
 	var b strings.Builder
-	for {
-		start := strings.Index(s, "{{")
-		if start < 0 {
-			b.WriteString(s)
-			return b.String(), nil
+	for _, seg := range segs {
+		if !seg.Expr {
+			b.WriteString(seg.Text)
+			continue
 		}
-		b.WriteString(s[:start])
-		rest := s[start+2:]
-		end := strings.Index(rest, "}}")
-		if end < 0 {
-			return nil, errUnclosed
-		}
-		val, err := p.eval(strings.TrimSpace(rest[:end]), scope)
+		val, err := p.eval(seg.Text, scope)
 		if err != nil {
 			return nil, err
 		}
@@ -116,6 +112,6 @@ func (p *programs) resolveString(s string, scope map[string]any) (any, error) {
 			}
 			b.Write(raw)
 		}
-		s = rest[end+2:]
 	}
+	return b.String(), nil
 }

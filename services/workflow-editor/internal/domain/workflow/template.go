@@ -11,6 +11,8 @@ import (
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
 	"github.com/expr-lang/expr/parser"
+
+	"svc.dev/proto/connectors"
 )
 
 // The names a template or an expression can use (contract §2).
@@ -26,46 +28,31 @@ func scopeRoots() []string { return []string{scopeInput, scopeSteps, scopeRun, s
 // hasTemplate reports whether s holds a template opening.
 func hasTemplate(s string) bool { return strings.Contains(s, "{{") }
 
-// errUnclosedTemplate is a "{{" without its "}}".
-var errUnclosedTemplate = errors.New(`"{{" is not closed by "}}"`)
-
-// splitTemplates returns the expressions of the {{ expr }} templates in s, in order.
+// splitTemplates returns the expressions of the {{ expr }} templates in s, in order (those
+// before an unclosed "{{" too, with the error).
 func splitTemplates(s string) ([]string, error) {
+	segs, err := connectors.SplitTemplate(s)
 	var exprs []string
-	for {
-		start := strings.Index(s, "{{")
-		if start < 0 {
-			return exprs, nil
+	for _, seg := range segs {
+		if seg.Expr {
+			exprs = append(exprs, seg.Text)
 		}
-		rest := s[start+2:]
-		end := strings.Index(rest, "}}")
-		if end < 0 {
-			return exprs, errUnclosedTemplate
-		}
-		exprs = append(exprs, strings.TrimSpace(rest[:end]))
-		s = rest[end+2:]
 	}
+	return exprs, err
 }
 
 // stripTemplates rewrites s with each {{ expr }} replaced by expr: what a model that wrapped
 // a bare expression in a template meant. ok is false when a {{ is not closed.
 func stripTemplates(s string) (string, bool) {
-	var out strings.Builder
-	for {
-		start := strings.Index(s, "{{")
-		if start < 0 {
-			out.WriteString(s)
-			return strings.TrimSpace(out.String()), true
-		}
-		rest := s[start+2:]
-		end := strings.Index(rest, "}}")
-		if end < 0 {
-			return "", false
-		}
-		out.WriteString(s[:start])
-		out.WriteString(strings.TrimSpace(rest[:end]))
-		s = rest[end+2:]
+	segs, err := connectors.SplitTemplate(s)
+	if err != nil {
+		return "", false
 	}
+	var out strings.Builder
+	for _, seg := range segs {
+		out.WriteString(seg.Text)
+	}
+	return strings.TrimSpace(out.String()), true
 }
 
 // reference is one name an expression uses from its scope, or one function it calls.
