@@ -3,6 +3,7 @@ module svc.dev/services/scheduler
 go 1.26.0
 
 require (
+	github.com/adhocore/gronx v1.20.4
 	github.com/gorilla/mux v1.8.1
 	github.com/stretchr/testify v1.12.1
 	svc.dev/libs v0.0.0
