@@ -1,0 +1,272 @@
+// Package api is the svc CLI's client of the public API (seed, contract §1–§4): one method per
+// route it uses, typed errors carrying the contract's code, and the headers identity needs
+// (Origin on every call, the session cookie for key administration, the API key elsewhere).
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// SessionCookieName is the cookie identity sets on sign-in and sign-up (contract §1).
+const SessionCookieName = "svc.session_token"
+
+// maxRateLimitRetries bounds how often one read is retried after a 429.
+const maxRateLimitRetries = 5
+
+// Auth is the credential a request carries: a session cookie (key administration, contract
+// §1: keys are managed only with a session) or an API key (every domain route), or neither.
+type Auth struct {
+	// Cookie is the session cookie as a "name=value" pair.
+	Cookie string
+	// APIKey is a raw "svc_..." key, sent as a bearer token.
+	APIKey string
+}
+
+// Client speaks to one API instance.
+type Client struct {
+	base      *url.URL
+	origin    string
+	http      *http.Client
+	userAgent string
+	sleepFunc func(ctx context.Context, d time.Duration) error
+}
+
+// NewClient returns a client of the API at baseURL. httpClient must not be nil.
+func NewClient(baseURL string, httpClient *http.Client, userAgent string) (*Client, error) {
+	if httpClient == nil {
+		panic("nil http client")
+	}
+	u, err := ParseBaseURL(baseURL)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{base: u, origin: u.Scheme + "://" + u.Host, http: httpClient, userAgent: userAgent, sleepFunc: sleep}, nil
+}
+
+// ParseBaseURL checks that raw is an absolute http(s) URL and returns it without a trailing
+// slash, query or fragment.
+func ParseBaseURL(raw string) (*url.URL, error) {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, fmt.Errorf("API URL %q is not an absolute http(s) URL", raw)
+	}
+	u.Path = strings.TrimRight(u.Path, "/")
+	u.RawQuery, u.Fragment, u.RawPath = "", "", ""
+	return u, nil
+}
+
+// NormalizeURL is the canonical text of an API URL, the key of its credentials.
+func NormalizeURL(raw string) (string, error) {
+	u, err := ParseBaseURL(raw)
+	if err != nil {
+		return "", err
+	}
+	return u.String(), nil
+}
+
+// BaseURL is the API's address.
+func (c *Client) BaseURL() string { return c.base.String() }
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// request is one call.
+type request struct {
+	method string
+	path   string
+	query  url.Values
+	auth   Auth
+	body   any
+	header http.Header
+}
+
+// response is a call's answer.
+type response struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// do sends req. A 2xx answer is returned; any other becomes an *Error. Reads (GET) that are
+// rate limited are retried after the wait the API asks for, a few times.
+func (c *Client) do(ctx context.Context, req request) (*response, error) {
+	for attempt := 0; ; attempt++ {
+		resp, err := c.once(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		if resp.status >= 200 && resp.status < 300 {
+			return resp, nil
+		}
+		apiErr := toError(resp)
+		if resp.status == http.StatusTooManyRequests && req.method == http.MethodGet && attempt < maxRateLimitRetries {
+			if err := c.sleepFunc(ctx, apiErr.RetryAfter); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		return nil, apiErr
+	}
+}
+
+func (c *Client) once(ctx context.Context, req request) (*response, error) {
+	u := *c.base
+	u.Path = c.base.Path + req.path
+	if len(req.query) > 0 {
+		u.RawQuery = req.query.Encode()
+	}
+	var body io.Reader
+	if req.body != nil {
+		b, err := json.Marshal(req.body)
+		if err != nil {
+			return nil, fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	hr, err := http.NewRequestWithContext(ctx, req.method, u.String(), body)
+	if err != nil {
+		return nil, fmt.Errorf("build request: %w", err)
+	}
+	for k, vs := range req.header {
+		for _, v := range vs {
+			hr.Header.Add(k, v)
+		}
+	}
+	if req.body != nil {
+		hr.Header.Set("Content-Type", "application/json")
+	}
+	hr.Header.Set("Accept", "application/json")
+	// Identity refuses mutating auth calls without an Origin it trusts; the API's own origin
+	// is trusted (SVC_PUBLIC_URL). Domain routes ignore it.
+	hr.Header.Set("Origin", c.origin)
+	if c.userAgent != "" {
+		hr.Header.Set("User-Agent", c.userAgent)
+	}
+	if req.auth.APIKey != "" {
+		hr.Header.Set("Authorization", "Bearer "+req.auth.APIKey)
+	}
+	if req.auth.Cookie != "" {
+		hr.Header.Set("Cookie", req.auth.Cookie)
+	}
+	resp, err := c.http.Do(hr)
+	if err != nil {
+		return nil, &TransportError{Method: req.method, URL: u.String(), Err: err}
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return nil, &TransportError{Method: req.method, URL: u.String(), Err: err}
+	}
+	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// decodeInto unmarshals a response body.
+func decodeInto(resp *response, v any) error {
+	if err := json.Unmarshal(resp.body, v); err != nil {
+		return fmt.Errorf("decode response (HTTP %d): %w", resp.status, err)
+	}
+	return nil
+}
+
+// TransportError is a request that got no HTTP answer.
+type TransportError struct {
+	Method, URL string
+	Err         error
+}
+
+func (e *TransportError) Error() string {
+	return fmt.Sprintf("cannot reach the API (%s %s): %v", e.Method, e.URL, e.Err)
+}
+
+func (e *TransportError) Unwrap() error { return e.Err }
+
+// Error is an answer outside 2xx: the service's {error, message, ...} or the auth layer's
+// {code, message}, with the code in Code either way.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+	// Issues are invalid_body's {path, message} items.
+	Issues []Issue
+	// Current is version_mismatch's current version.
+	Current int64
+	// RetryAfter is how long a rate-limited caller should wait.
+	RetryAfter time.Duration
+	// Body is the raw answer.
+	Body json.RawMessage
+}
+
+// Issue is one problem of an invalid body.
+type Issue struct {
+	Path    string `json:"path"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string {
+	msg := e.Code
+	if msg == "" {
+		msg = "HTTP " + strconv.Itoa(e.Status)
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
+
+// IsCode reports whether err is an *Error with code.
+func IsCode(err error, code string) bool {
+	var e *Error
+	return errors.As(err, &e) && e.Code == code
+}
+
+func toError(resp *response) *Error {
+	var body struct {
+		Error        string  `json:"error"`
+		Code         string  `json:"code"`
+		Message      string  `json:"message"`
+		Issues       []Issue `json:"issues"`
+		Current      int64   `json:"current"`
+		RetryAfterMs int64   `json:"retryAfterMs"`
+	}
+	e := &Error{Status: resp.status, Body: resp.body}
+	if json.Unmarshal(resp.body, &body) == nil {
+		e.Code, e.Message, e.Issues, e.Current = body.Error, body.Message, body.Issues, body.Current
+		if e.Code == "" {
+			e.Code = body.Code
+		}
+		e.RetryAfter = time.Duration(body.RetryAfterMs) * time.Millisecond
+	}
+	if e.Code == "" {
+		e.Message = strings.TrimSpace(string(resp.body))
+		if len(e.Message) > 200 {
+			e.Message = e.Message[:200] + "…"
+		}
+	}
+	if e.RetryAfter <= 0 {
+		if s, err := strconv.Atoi(resp.header.Get("Retry-After")); err == nil && s > 0 {
+			e.RetryAfter = time.Duration(s) * time.Second
+		}
+	}
+	if e.RetryAfter <= 0 {
+		e.RetryAfter = time.Second
+	}
+	return e
+}

@@ -1,0 +1,201 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strconv"
+)
+
+// The domain routes (contract §2–§4) answer JSON that the CLI prints as it came (JSON output)
+// or reads a few fields of (tables), so these methods return the raw answer.
+
+// pageLimit is the page size used to read whole lists (contract §0: at most 500).
+const pageLimit = 500
+
+// Page is one page of a list: its items and the cursor of the next page (nil after the last;
+// the logs endpoint returns one even on the last page, contract §3).
+type Page struct {
+	Items      []json.RawMessage `json:"items"`
+	NextCursor *string           `json:"nextCursor"`
+}
+
+func (c *Client) get(ctx context.Context, key, path string, q url.Values) (json.RawMessage, error) {
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q, auth: Auth{APIKey: key}})
+	if err != nil {
+		return nil, err
+	}
+	return resp.body, nil
+}
+
+func (c *Client) send(ctx context.Context, key, method, path string, body any, h http.Header) (json.RawMessage, error) {
+	resp, err := c.do(ctx, request{method: method, path: path, auth: Auth{APIKey: key}, body: body, header: h})
+	if err != nil {
+		return nil, err
+	}
+	return resp.body, nil
+}
+
+// listAll reads every page of a list.
+func (c *Client) listAll(ctx context.Context, key, path string, q url.Values) ([]json.RawMessage, error) {
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("limit", strconv.Itoa(pageLimit))
+	items := []json.RawMessage{}
+	for {
+		raw, err := c.get(ctx, key, path, q)
+		if err != nil {
+			return nil, err
+		}
+		var p Page
+		if err := json.Unmarshal(raw, &p); err != nil {
+			return nil, err
+		}
+		items = append(items, p.Items...)
+		if p.NextCursor == nil || *p.NextCursor == "" || len(p.Items) == 0 {
+			return items, nil
+		}
+		q.Set("after", *p.NextCursor)
+	}
+}
+
+func join(parts ...string) string {
+	out := ""
+	for i, p := range parts {
+		if i%2 == 1 {
+			p = url.PathEscape(p)
+		}
+		out += p
+	}
+	return out
+}
+
+// ListWorkflows lists every workflow of the organization, newest first.
+func (c *Client) ListWorkflows(ctx context.Context, key string) ([]json.RawMessage, error) {
+	return c.listAll(ctx, key, "/api/workflows", nil)
+}
+
+// GetWorkflow reads a workflow.
+func (c *Client) GetWorkflow(ctx context.Context, key, id string) (json.RawMessage, error) {
+	return c.get(ctx, key, join("/api/workflows/", id), nil)
+}
+
+// CreateWorkflowRequest is POST /api/workflows's body.
+type CreateWorkflowRequest struct {
+	Name        string          `json:"name"`
+	Description string          `json:"description,omitempty"`
+	Definition  json.RawMessage `json:"definition,omitempty"`
+}
+
+// CreateWorkflow creates a workflow.
+func (c *Client) CreateWorkflow(ctx context.Context, key string, req CreateWorkflowRequest) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPost, "/api/workflows", req, nil)
+}
+
+// ApplyOps sends a batch of edit operations; ifMatch > 0 is sent as If-Match.
+func (c *Client) ApplyOps(ctx context.Context, key, workflowID string, ops json.RawMessage, ifMatch int64) (json.RawMessage, error) {
+	h := http.Header{}
+	if ifMatch > 0 {
+		h.Set("If-Match", strconv.FormatInt(ifMatch, 10))
+	}
+	return c.send(ctx, key, http.MethodPost, join("/api/workflows/", workflowID, "/operations"), map[string]json.RawMessage{"ops": ops}, h)
+}
+
+// StartRunRequest is POST /api/workflows/:id/run's body.
+type StartRunRequest struct {
+	Input          json.RawMessage `json:"input,omitempty"`
+	IdempotencyKey string          `json:"idempotencyKey,omitempty"`
+}
+
+// StartRun dispatches a run of the workflow.
+func (c *Client) StartRun(ctx context.Context, key, workflowID string, req StartRunRequest) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPost, join("/api/workflows/", workflowID, "/run"), req, nil)
+}
+
+// GetRun reads a run; withWorkflow adds the pinned definition.
+func (c *Client) GetRun(ctx context.Context, key, runID string, withWorkflow bool) (json.RawMessage, error) {
+	var q url.Values
+	if withWorkflow {
+		q = url.Values{"include": {"workflow"}}
+	}
+	return c.get(ctx, key, join("/api/runs/", runID), q)
+}
+
+// ListRuns lists runs, optionally of one workflow or in one status.
+func (c *Client) ListRuns(ctx context.Context, key, workflowID, status string) ([]json.RawMessage, error) {
+	q := url.Values{}
+	if workflowID != "" {
+		q.Set("workflowId", workflowID)
+	}
+	if status != "" {
+		q.Set("status", status)
+	}
+	return c.listAll(ctx, key, "/api/runs", q)
+}
+
+// Logs reads one page of a run's step attempts after cursor ("" from the start).
+func (c *Client) Logs(ctx context.Context, key, runID, after string, limit int) (*Page, error) {
+	q := url.Values{}
+	if after != "" {
+		q.Set("after", after)
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	raw, err := c.get(ctx, key, join("/api/runs/", runID, "/logs"), q)
+	if err != nil {
+		return nil, err
+	}
+	var p Page
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
+}
+
+// CancelRun cancels a run.
+func (c *Client) CancelRun(ctx context.Context, key, runID string) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPost, join("/api/runs/", runID, "/cancel"), struct{}{}, nil)
+}
+
+// SignalRequest is POST /api/runs/:id/signals's body.
+type SignalRequest struct {
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload,omitempty"`
+}
+
+// SignalRun stores a signal for a run.
+func (c *Client) SignalRun(ctx context.Context, key, runID string, req SignalRequest) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPost, join("/api/runs/", runID, "/signals"), req, nil)
+}
+
+// ListSchedules lists the organization's schedules, optionally of one workflow.
+func (c *Client) ListSchedules(ctx context.Context, key, workflowID string) ([]json.RawMessage, error) {
+	q := url.Values{}
+	if workflowID != "" {
+		q.Set("workflowId", workflowID)
+	}
+	return c.listAll(ctx, key, "/api/schedules", q)
+}
+
+// CreateScheduleRequest is POST /api/schedules's body (contract §4).
+type CreateScheduleRequest struct {
+	WorkflowID string          `json:"workflowId"`
+	Cron       string          `json:"cron"`
+	Timezone   string          `json:"timezone,omitempty"`
+	Input      json.RawMessage `json:"input,omitempty"`
+	Enabled    *bool           `json:"enabled,omitempty"`
+}
+
+// CreateSchedule creates a schedule.
+func (c *Client) CreateSchedule(ctx context.Context, key string, req CreateScheduleRequest) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPost, "/api/schedules", req, nil)
+}
+
+// DeleteSchedule deletes a schedule.
+func (c *Client) DeleteSchedule(ctx context.Context, key, id string) error {
+	_, err := c.send(ctx, key, http.MethodDelete, join("/api/schedules/", id), nil, nil)
+	return err
+}
