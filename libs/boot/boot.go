@@ -45,6 +45,9 @@ type Config struct {
 	InternalSecret   string
 	LogLevel         slog.Level
 	Drain            time.Duration
+	// PprofAddr, when set, serves net/http/pprof there (a separate listener: never on a
+	// public port).
+	PprofAddr string
 }
 
 // ReadConfig reads the common settings; failures are collected in r.
@@ -53,6 +56,7 @@ func ReadConfig(r *env.Reader, needs Needs) Config {
 		InternalSecret: r.Secret("SVC_INTERNAL_SECRET", 32),
 		Drain:          r.Duration("SVC_SHUTDOWN_TIMEOUT", 20*time.Second),
 		RedisPrefix:    r.String("SVC_REDIS_PREFIX", "svc:"),
+		PprofAddr:      r.String("SVC_PPROF_ADDR", ""),
 	}
 	if needs.Postgres {
 		c.DatabaseMaxConns = r.Int("SVC_DATABASE_MAX_CONNS", 0, 0, 1000)
@@ -92,6 +96,7 @@ type Base struct {
 	Checks   map[string]web.Check
 	Optional map[string]web.Check
 	drain    time.Duration
+	pprof    *http.Server
 }
 
 // Start builds telemetry, opens and migrates Postgres and opens Redis as spec asks.
@@ -110,6 +115,11 @@ func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Bas
 			b.Close()
 		}
 	}()
+	if cfg.PprofAddr != "" {
+		if b.pprof, err = servePprof(cfg.PprofAddr, log); err != nil {
+			return nil, err
+		}
+	}
 	if spec.Needs.Postgres {
 		maxConns := spec.MaxConns
 		if cfg.DatabaseMaxConns > 0 {
@@ -191,6 +201,9 @@ func (b *Base) Serve(ctx context.Context, addr string, h http.Handler) error {
 
 // Close releases pools and flushes spans.
 func (b *Base) Close() {
+	if b.pprof != nil {
+		_ = b.pprof.Close()
+	}
 	if b.Pool != nil {
 		b.Pool.Close()
 	}

@@ -12,7 +12,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"time"
 
@@ -60,7 +59,9 @@ type Engine struct {
 	timers    *timers
 
 	mu      sync.Mutex
-	running map[string]context.CancelCauseFunc // run id → cancel of the attempt in flight here
+	// running holds, per run, the cancel of each job driving it here (by job id: parallel
+	// blocks of one run may run in several jobs).
+	running map[string]map[int64]context.CancelCauseFunc
 
 	stopping chan struct{} // closed when Stop begins: workers hand runs back between steps
 	stopOnce sync.Once
@@ -117,7 +118,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) 
 	e := &Engine{
 		pool: pool, log: log, cfg: cfg, executors: Executors(log, cfg.HTTP),
 		catalog: map[string]connectors.Entry{}, hidden: map[string]map[string]bool{},
-		progs: newPrograms(), running: map[string]context.CancelCauseFunc{},
+		progs: newPrograms(), running: map[string]map[int64]context.CancelCauseFunc{},
 		stopping: make(chan struct{}), bgDone: make(chan struct{}),
 	}
 	for _, entry := range entries {
@@ -234,6 +235,9 @@ func (e *Engine) Stop(ctx context.Context) error {
 	return errors.Join(err, e.deregister(dctx))
 }
 
+// Stopping is closed when Stop begins: from then on runs are handed back between steps.
+func (e *Engine) Stopping() <-chan struct{} { return e.stopping }
+
 func (e *Engine) isStopping() bool {
 	select {
 	case <-e.stopping:
@@ -298,479 +302,6 @@ func (e *Engine) RunForKey(ctx context.Context, org, key string) (string, error)
 	return id, err
 }
 
-// ---- the interpreter ----------------------------------------------------------------------
-
-// loaded is a run locked for update within a transaction.
-type loaded struct {
-	id, org, workflowID string
-	status              run.Status
-	def                 run.Definition
-	input               any
-	inputRaw            json.RawMessage
-	state               run.State
-}
-
-func (e *Engine) lockRun(ctx context.Context, tx pgx.Tx, id string) (*loaded, error) {
-	var (
-		l          loaded
-		def, state []byte
-	)
-	err := tx.QueryRow(ctx, `SELECT id, organization_id, workflow_id, status, definition, input, state FROM runs WHERE id = $1 FOR UPDATE`, id).
-		Scan(&l.id, &l.org, &l.workflowID, &l.status, &def, &l.inputRaw, &state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, run.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock run %s: %w", id, err)
-	}
-	if l.def, err = run.ParseDefinition(def); err != nil {
-		return nil, err
-	}
-	if l.state, err = run.ParseState(state); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(l.inputRaw, &l.input); err != nil {
-		return nil, fmt.Errorf("run input: %w", err)
-	}
-	return &l, nil
-}
-
-// save writes the interpreter state and status, moving the change sequence on when bump is
-// set; it returns the run's change_seq afterwards.
-func (e *Engine) save(ctx context.Context, tx pgx.Tx, l *loaded, bump bool) (int64, error) {
-	state, err := json.Marshal(l.state)
-	if err != nil {
-		return 0, err
-	}
-	inc := 0
-	if bump {
-		inc = 1
-	}
-	var seq int64
-	err = tx.QueryRow(ctx, `UPDATE runs SET state = $2, status = $3, change_seq = change_seq + $4, updated_at = now(),
-		started_at = CASE WHEN $3 IN ('running', 'waiting') THEN coalesce(started_at, now()) ELSE started_at END
-		WHERE id = $1 RETURNING change_seq`, l.id, string(state), string(l.status), inc).Scan(&seq)
-	if err != nil {
-		return 0, fmt.Errorf("save run %s: %w", l.id, err)
-	}
-	return seq, nil
-}
-
-// step is one attempt about to run.
-type step struct {
-	runID, workflowID, attemptID string
-	block                        run.Block
-	attempt                      int
-	params                       map[string]any
-	input                        any
-	scope                        map[string]any
-	paramErr                     error
-}
-
-// drive runs the job's run until it finishes, suspends, or another worker holds its next
-// block.
-func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) error {
-	runID := job.Args.RunID
-	runCtx, cancel := context.WithCancelCause(ctx)
-	e.mu.Lock()
-	e.running[runID] = cancel
-	e.mu.Unlock()
-	defer func() {
-		e.mu.Lock()
-		delete(e.running, runID)
-		e.mu.Unlock()
-		cancel(nil)
-	}()
-	for {
-		if e.isStopping() {
-			// Graceful shutdown between steps: the run continues on another replica.
-			return e.handBack(context.WithoutCancel(ctx), job, "", time.Time{})
-		}
-		st, err := e.next(runCtx, job)
-		if err != nil || st == nil {
-			return err
-		}
-		done, err := e.execute(runCtx, job, st)
-		if err != nil || done {
-			return err
-		}
-	}
-}
-
-// next picks the run's next ready block and commits its first attempt row, or finishes the run
-// (completing the job in the same transaction) when nothing is left.
-func (e *Engine) next(ctx context.Context, job *river.Job[runArgs]) (*step, error) {
-	var out *step
-	err := pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error {
-		l, err := e.lockRun(ctx, tx, job.Args.RunID)
-		if errors.Is(err, run.ErrNotFound) {
-			return e.complete(ctx, tx, job)
-		}
-		if err != nil {
-			return err
-		}
-		if gone, err := fenced(ctx, tx, job); err != nil || gone {
-			return err // the sweeper took this run over: this worker writes nothing
-		}
-		if l.status.Terminal() {
-			return e.complete(ctx, tx, job)
-		}
-		ready := l.state.Advance(l.def)
-		if len(ready) == 0 {
-			if l.state.Active() {
-				// Another worker holds a block, or the run is suspended: this job is done.
-				if l.state.Waiting() && !runningBlocks(l.state) {
-					l.status = run.StatusWaiting
-				}
-				if _, err := e.save(ctx, tx, l, false); err != nil {
-					return err
-				}
-				return e.complete(ctx, tx, job)
-			}
-			if err := e.finish(ctx, tx, l, run.StatusCompleted, nil); err != nil {
-				return err
-			}
-			return e.complete(ctx, tx, job)
-		}
-		block, _ := l.def.Block(ready[0])
-		bs := l.state.Block(block.ID)
-		bs.Status = run.BlockRunning
-		l.status = run.StatusRunning
-		out = e.prepare(l, block, bs.Attempts+1)
-		return e.beginAttempt(ctx, tx, l, out)
-	})
-	return out, err
-}
-
-func runningBlocks(s run.State) bool {
-	for _, b := range s.Blocks {
-		if b.Status == run.BlockRunning {
-			return true
-		}
-	}
-	return false
-}
-
-// prepare resolves the block's params against the run's scope.
-func (e *Engine) prepare(l *loaded, block run.Block, attempt int) *step {
-	steps := map[string]any{}
-	for id, b := range l.state.Blocks {
-		if b.Status == run.BlockSucceeded {
-			var out any
-			_ = json.Unmarshal(b.Output, &out)
-			steps[id] = map[string]any{"output": out}
-		}
-	}
-	scope := map[string]any{
-		"input": l.input, "steps": steps,
-		"run": map[string]any{"id": l.id}, "workflow": map[string]any{"id": l.workflowID},
-	}
-	st := &step{runID: l.id, workflowID: l.workflowID, block: block, attempt: attempt, input: l.input, scope: scope, params: map[string]any{}}
-	raw := e.hidden[block.Type]
-	for k, v := range block.Params {
-		if raw[k] || (block.Type == "trigger.manual" && k == "input_schema") {
-			st.params[k] = v
-			continue
-		}
-		r, err := e.progs.resolve(v, scope)
-		if err != nil && st.paramErr == nil {
-			st.paramErr = fmt.Errorf("param %s: %w", k, err)
-		}
-		st.params[k] = r
-	}
-	if block.Type == "http.request" && e.cfg.HTTP.AllowPrivate {
-		st.params["allow_private_network"] = true
-	}
-	return st
-}
-
-// beginAttempt commits the attempt row (status running) with the run's next change sequence.
-func (e *Engine) beginAttempt(ctx context.Context, tx pgx.Tx, l *loaded, st *step) error {
-	l.state.Block(st.block.ID).Attempts = st.attempt
-	seq, err := e.save(ctx, tx, l, true)
-	if err != nil {
-		return err
-	}
-	st.attemptID = wire.NewID(wire.Attempt)
-	params, err := json.Marshal(st.params)
-	if err != nil {
-		return fmt.Errorf("attempt input: %w", err)
-	}
-	_, err = tx.Exec(ctx, `INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_at)
-		VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, now())`,
-		st.attemptID, st.runID, st.block.ID, st.block.Type, st.attempt, string(params), e.cfg.Replica, seq)
-	if err != nil {
-		return fmt.Errorf("insert attempt: %w", err)
-	}
-	return nil
-}
-
-// execute runs attempts of one block until it succeeds, suspends or fails for good. done says
-// the job is finished (run terminal or suspended).
-func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step) (bool, error) {
-	entry := e.catalog[st.block.Type]
-	for {
-		res, execErr := e.call(ctx, entry, st)
-		if execErr == nil && res.Wait != nil {
-			return e.suspend(ctx, job, st, res.Wait)
-		}
-		var (
-			retryIn time.Duration
-			done    bool
-		)
-		// The result is recorded even when ctx was cancelled (a cancel of the run cancels the
-		// connector's context): these writes must not inherit that cancellation.
-		wctx := context.WithoutCancel(ctx)
-		err := pgx.BeginFunc(wctx, e.pool, func(tx pgx.Tx) error {
-			ctx := wctx
-			l, err := e.lockRun(ctx, tx, st.runID)
-			if err != nil {
-				return err
-			}
-			if l.status.Terminal() {
-				// Cancelled while the connector ran: the cancel already recorded the attempt
-				// cancelled (and cancelled this job); the result is not applied.
-				done = true
-				return nil
-			}
-			if gone, err := fenced(ctx, tx, job); err != nil || gone {
-				// This replica was taken for dead and its attempt marked lost: the result
-				// is dropped, another replica runs the block.
-				done = true
-				return err
-			}
-			bs := l.state.Block(st.block.ID)
-			if execErr == nil {
-				out, err := json.Marshal(res.Output)
-				if err != nil {
-					return fmt.Errorf("output of %s: %w", st.block.ID, err)
-				}
-				bs.Status, bs.Output = run.BlockSucceeded, out
-				return e.endAttempt(ctx, tx, l, st.attemptID, "succeeded", out, nil)
-			}
-			errBody := map[string]any{"message": execErr.Error()}
-			if errors.Is(execErr, context.DeadlineExceeded) {
-				errBody["code"] = "timeout"
-			}
-			// Lost attempts do not count against max_attempts; 10 of any kind stop the step.
-			maxAttempts := entry.RetryPolicy.MaxAttempts
-			if st.attempt-bs.Lost < maxAttempts && st.attempt < maxAttemptsAnyKind {
-				retryIn = backoff(entry.RetryPolicy, st.attempt)
-				return e.endAttempt(ctx, tx, l, st.attemptID, "failed", nil, errBody)
-			}
-			bs.Status = run.BlockFailed
-			if err := e.endAttempt(ctx, tx, l, st.attemptID, "failed", nil, errBody); err != nil {
-				return err
-			}
-			done = true
-			if err := e.finish(ctx, tx, l, run.StatusFailed, map[string]any{"block_id": st.block.ID, "message": execErr.Error()}); err != nil {
-				return err
-			}
-			return e.complete(ctx, tx, job)
-		})
-		if err != nil || done || retryIn == 0 {
-			return done, err
-		}
-		// Retry after the policy's backoff. The worker keeps the run meanwhile; a cancel ends
-		// the wait at once.
-		retryAt := time.Now().Add(retryIn)
-		select {
-		case <-ctx.Done():
-		case <-time.After(retryIn):
-		case <-e.stopping:
-			// Shutting down: the retry is handed back, due when the backoff ends.
-			return true, e.handBack(context.WithoutCancel(ctx), job, st.block.ID, retryAt)
-		}
-		next := *st
-		next.attempt++
-		err = pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error {
-			l, err := e.lockRun(ctx, tx, st.runID)
-			if err != nil {
-				return err
-			}
-			if gone, err := fenced(ctx, tx, job); err != nil || gone {
-				done = true
-				return err
-			}
-			if l.status.Terminal() {
-				done = true
-				return nil
-			}
-			return e.beginAttempt(ctx, tx, l, &next)
-		})
-		if err != nil || done {
-			return done, err
-		}
-		st = &next
-	}
-}
-
-// call runs the executor under the step's timeout.
-func (e *Engine) call(ctx context.Context, entry connectors.Entry, st *step) (Result, error) {
-	if st.paramErr != nil {
-		return Result{}, st.paramErr
-	}
-	ex, ok := e.executors[st.block.Type]
-	if !ok {
-		return Result{}, fmt.Errorf("no executor for block type %s", st.block.Type)
-	}
-	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
-	if ms, ok := intParam(st.params["timeout_ms"]); ok && ms > 0 {
-		timeout = time.Duration(ms) * time.Millisecond
-	}
-	if timeout <= 0 {
-		timeout = 30 * time.Second
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	return ex.Execute(cctx, Call{RunID: st.runID, BlockID: st.block.ID, Attempt: st.attempt, Params: st.params,
-		Input: st.input, Scope: st.scope, eval: e.progs.eval})
-}
-
-// backoff is the delay before attempt n+1 after attempt n failed.
-func backoff(p connectors.RetryPolicy, n int) time.Duration {
-	ms := float64(p.InitialIntervalMS) * math.Pow(p.BackoffCoefficient, float64(n-1))
-	if p.MaxIntervalMS > 0 && ms > float64(p.MaxIntervalMS) {
-		ms = float64(p.MaxIntervalMS)
-	}
-	if ms < 1 {
-		ms = 1
-	}
-	return time.Duration(ms) * time.Millisecond
-}
-
-// endAttempt records an attempt's end with the run's next change sequence; it saves the run
-// state (the caller has changed it) at the same time.
-func (e *Engine) endAttempt(ctx context.Context, tx pgx.Tx, l *loaded, attemptID, status string, output json.RawMessage, errBody map[string]any) error {
-	seq, err := e.save(ctx, tx, l, true)
-	if err != nil {
-		return err
-	}
-	var errJSON, outJSON *string
-	if errBody != nil {
-		b, _ := json.Marshal(errBody)
-		s := string(b)
-		errJSON = &s
-	}
-	if output != nil {
-		s := string(output)
-		outJSON = &s
-	}
-	_, err = tx.Exec(ctx, `UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, finished_at = now() WHERE id = $1`,
-		attemptID, status, outJSON, errJSON, seq)
-	if err != nil {
-		return fmt.Errorf("end attempt: %w", err)
-	}
-	return nil
-}
-
-// finish moves the run to a terminal status.
-func (e *Engine) finish(ctx context.Context, tx pgx.Tx, l *loaded, status run.Status, runErr map[string]any) error {
-	l.status = status
-	if _, err := e.save(ctx, tx, l, false); err != nil {
-		return err
-	}
-	var output, errJSON *string
-	if status == run.StatusCompleted {
-		b, err := json.Marshal(l.state.Output(l.def))
-		if err != nil {
-			return err
-		}
-		s := string(b)
-		output = &s
-	}
-	if runErr != nil {
-		b, _ := json.Marshal(runErr)
-		s := string(b)
-		errJSON = &s
-	}
-	_, err := tx.Exec(ctx, `UPDATE runs SET output = $2, error = $3, finished_at = now(), started_at = coalesce(started_at, now()) WHERE id = $1`, l.id, output, errJSON)
-	if err != nil {
-		return fmt.Errorf("finish run: %w", err)
-	}
-	_, err = tx.Exec(ctx, `DELETE FROM waits WHERE run_id = $1`, l.id)
-	return err
-}
-
-// complete marks the job completed inside tx.
-func (e *Engine) complete(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]) error {
-	if _, err := river.JobCompleteTx[*riverpgxv5.Driver](ctx, tx, job); err != nil {
-		return fmt.Errorf("complete job: %w", err)
-	}
-	return nil
-}
-
-// ---- waits ---------------------------------------------------------------------------------
-
-// suspend parks the block in a wait (or consumes a buffered signal at once) and completes the
-// job when the run is suspended.
-func (e *Engine) suspend(ctx context.Context, job *river.Job[runArgs], st *step, w *WaitSpec) (bool, error) {
-	done := false
-	var wakeAt time.Time
-	err := pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error {
-		l, err := e.lockRun(ctx, tx, st.runID)
-		if err != nil {
-			return err
-		}
-		if gone, err := fenced(ctx, tx, job); err != nil || gone {
-			done = true
-			return err
-		}
-		if l.status.Terminal() {
-			done = true
-			return e.endAttempt(ctx, tx, l, st.attemptID, "cancelled", nil, map[string]any{"message": "run " + string(l.status)})
-		}
-		bs := l.state.Block(st.block.ID)
-		if w.Kind == "signal" {
-			var payload []byte
-			err := tx.QueryRow(ctx, `UPDATE signals SET consumed_by = $3, consumed_at = now() WHERE id = (
-				SELECT id FROM signals WHERE run_id = $1 AND name = $2 AND consumed_at IS NULL ORDER BY created_at, id LIMIT 1 FOR UPDATE)
-				RETURNING payload`, st.runID, w.Signal, st.attemptID).Scan(&payload)
-			if err == nil {
-				out := signalOutput(w.Signal, payload)
-				bs.Status, bs.Output = run.BlockSucceeded, out
-				return e.endAttempt(ctx, tx, l, st.attemptID, "succeeded", out, nil)
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
-				return fmt.Errorf("consume signal: %w", err)
-			}
-			if w.Timeout > 0 {
-				wakeAt = time.Now().Add(w.Timeout)
-			}
-		} else {
-			wakeAt = w.WakeAt
-		}
-		var wake *time.Time
-		if !wakeAt.IsZero() {
-			wake = &wakeAt
-		}
-		var sig *string
-		if w.Kind == "signal" {
-			sig = &w.Signal
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO waits (run_id, block_id, kind, signal_name, wake_at, attempt_id) VALUES ($1, $2, $3, $4, $5, $6)`,
-			st.runID, st.block.ID, w.Kind, sig, wake, st.attemptID); err != nil {
-			return fmt.Errorf("insert wait: %w", err)
-		}
-		bs.Status = run.BlockWaiting
-		if !runningBlocks(l.state) && len(l.state.Advance(l.def)) == 0 {
-			l.status = run.StatusWaiting
-		}
-		if _, err := e.save(ctx, tx, l, false); err != nil {
-			return err
-		}
-		if l.status == run.StatusWaiting {
-			done = true
-			return e.complete(ctx, tx, job)
-		}
-		return nil
-	})
-	if err == nil && !wakeAt.IsZero() {
-		e.timers.arm(st.runID, st.block.ID, wakeAt)
-	}
-	return done, err
-}
-
 func signalOutput(name string, payload []byte) json.RawMessage {
 	var p any
 	if len(payload) > 0 {
@@ -800,6 +331,9 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, l *loaded, blockID stri
 	bs.Status, bs.Output = run.BlockSucceeded, out
 	l.status = run.StatusRunning
 	if err := e.endAttempt(ctx, tx, l, attemptID, "succeeded", out, nil); err != nil {
+		return false, err
+	}
+	if _, err := e.save(ctx, tx, l); err != nil {
 		return false, err
 	}
 	if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: l.id}, nil); err != nil {
@@ -945,7 +479,7 @@ func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, err
 		return "", err
 	}
 	e.mu.Lock()
-	if c, ok := e.running[runID]; ok {
+	for _, c := range e.running[runID] {
 		c(errors.New("run cancelled"))
 	}
 	e.mu.Unlock()

@@ -221,7 +221,7 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 	}
 	switch {
 	case l.status.Terminal():
-		if _, err := e.save(ctx, tx, l, false); err != nil {
+		if _, err := e.save(ctx, tx, l); err != nil {
 			return 0, err
 		}
 	case stopped != "":
@@ -231,7 +231,7 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 		}
 	default:
 		l.status = run.StatusRunning
-		if _, err := e.save(ctx, tx, l, false); err != nil {
+		if _, err := e.save(ctx, tx, l); err != nil {
 			return 0, err
 		}
 		if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: runID}, nil); err != nil {
@@ -285,7 +285,7 @@ func (e *Engine) handBack(ctx context.Context, job *river.Job[runArgs], blockID 
 				if bs := l.state.Block(blockID); bs.Status == run.BlockRunning {
 					bs.Status = run.BlockPending
 				}
-				if _, err := e.save(ctx, tx, l, false); err != nil {
+				if _, err := e.save(ctx, tx, l); err != nil {
 					return err
 				}
 			}

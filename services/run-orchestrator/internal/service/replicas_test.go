@@ -29,7 +29,7 @@ func deadReplicaConfig(c *service.Config) {
 	c.AllowPrivateNetwork = true
 }
 
-func db(t *testing.T, url string) *pgxpool.Pool {
+func db(t testing.TB, url string) *pgxpool.Pool {
 	t.Helper()
 	pool, err := pgxpool.New(context.Background(), url)
 	require.NoError(t, err)

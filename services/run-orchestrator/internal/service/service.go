@@ -130,6 +130,9 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 // Replica is this process's replica id (replicas.id, step_attempts.replica).
 func (a *Application) Replica() string { return a.engine.Replica() }
 
+// Stopping is closed when the engine begins to shut down (Run's end, or Close).
+func (a *Application) Stopping() <-chan struct{} { return a.engine.Stopping() }
+
 // Handler is the whole HTTP surface, for tests that serve it themselves.
 func (a *Application) Handler() http.Handler { return a.handler }
 

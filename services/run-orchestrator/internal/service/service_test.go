@@ -64,13 +64,13 @@ type response struct {
 	Raw    string
 }
 
-func start(t *testing.T) *system {
+func start(t testing.TB) *system {
 	t.Helper()
 	return startWith(t, nil)
 }
 
 // startWith starts the service with mod applied to its configuration.
-func startWith(t *testing.T, mod func(*service.Config)) *system {
+func startWith(t testing.TB, mod func(*service.Config)) *system {
 	t.Helper()
 	secret := strings.Repeat("s", 32)
 	signer, err := internalauth.NewSigner(secret)
@@ -96,13 +96,13 @@ func startWith(t *testing.T, mod func(*service.Config)) *system {
 	return &system{url: srv.URL, dbURL: cfg.Base.DatabaseURL, app: app, signer: signer, editor: fe}
 }
 
-func (s *system) setup(t *testing.T) *testBundle {
+func (s *system) setup(t testing.TB) *testBundle {
 	t.Helper()
 	return &testBundle{sys: s, org: wire.NewID(wire.Organization)}
 }
 
 // workflow stores (or replaces) a workflow of the bundle's organization in the stub editor.
-func (b *testBundle) workflow(t *testing.T, id string, version int64, def string, problems ...string) {
+func (b *testBundle) workflow(t testing.TB, id string, version int64, def string, problems ...string) {
 	t.Helper()
 	wf := &editorv1.Workflow{Id: id, OrganizationId: b.org, Name: id, Version: version, DefinitionJson: def}
 	for _, p := range problems {
@@ -113,12 +113,12 @@ func (b *testBundle) workflow(t *testing.T, id string, version int64, def string
 	b.sys.editor.mu.Unlock()
 }
 
-func (b *testBundle) do(t *testing.T, method, path string, body any, hdr ...string) response {
+func (b *testBundle) do(t testing.TB, method, path string, body any, hdr ...string) response {
 	t.Helper()
 	return b.doAs(t, b.org, method, path, body, hdr...)
 }
 
-func (b *testBundle) doAs(t *testing.T, org, method, path string, body any, hdr ...string) response {
+func (b *testBundle) doAs(t testing.TB, org, method, path string, body any, hdr ...string) response {
 	t.Helper()
 	var rd io.Reader
 	if body != nil {
@@ -144,7 +144,7 @@ func (b *testBundle) doAs(t *testing.T, org, method, path string, body any, hdr 
 	return r
 }
 
-func (b *testBundle) startRun(t *testing.T, wf string, body any, hdr ...string) string {
+func (b *testBundle) startRun(t testing.TB, wf string, body any, hdr ...string) string {
 	t.Helper()
 	r := b.do(t, "POST", "/api/workflows/"+wf+"/run", body, hdr...)
 	require.Equal(t, http.StatusAccepted, r.Status, r.Raw)

@@ -24,6 +24,10 @@ type Edge struct {
 type Definition struct {
 	Blocks []Block `json:"blocks"`
 	Edges  []Edge  `json:"edges"`
+	// Indexes built by ParseDefinition: the interpreter asks for a block's incoming edges for
+	// every pending block on every step, which a scan of all edges makes quadratic.
+	byID     map[string]int
+	incoming map[string][]Edge
 }
 
 // ParseDefinition reads a definition's JSON form (contract §2). Numbers stay json.Number so
@@ -45,16 +49,29 @@ func ParseDefinition(raw []byte) (Definition, error) {
 		}
 		seen[d.Blocks[i].ID] = true
 	}
+	d.byID = make(map[string]int, len(d.Blocks))
+	for i, b := range d.Blocks {
+		d.byID[b.ID] = i
+	}
+	d.incoming = make(map[string][]Edge, len(d.Blocks))
 	for _, e := range d.Edges {
 		if !seen[e.From] || !seen[e.To] {
 			return Definition{}, fmt.Errorf("parse definition: edge %s -> %s names a missing block", e.From, e.To)
 		}
+		d.incoming[e.To] = append(d.incoming[e.To], e)
 	}
 	return d, nil
 }
 
 // Block returns the block with id.
 func (d Definition) Block(id string) (Block, bool) {
+	if d.byID != nil {
+		i, ok := d.byID[id]
+		if !ok {
+			return Block{}, false
+		}
+		return d.Blocks[i], true
+	}
 	for _, b := range d.Blocks {
 		if b.ID == id {
 			return b, true
@@ -65,6 +82,9 @@ func (d Definition) Block(id string) (Block, bool) {
 
 // Incoming lists the edges that end at id.
 func (d Definition) Incoming(id string) []Edge {
+	if d.incoming != nil {
+		return d.incoming[id]
+	}
 	var out []Edge
 	for _, e := range d.Edges {
 		if e.To == id {
