@@ -58,7 +58,7 @@ type Engine struct {
 	progs     *programs
 	timers    *timers
 
-	mu      sync.Mutex
+	mu sync.Mutex
 	// running holds, per run, the cancel of each job driving it here (by job id: parallel
 	// blocks of one run may run in several jobs).
 	running map[string]map[int64]context.CancelCauseFunc
