@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 	_ "time/tzdata" // IANA zones even on hosts without a zoneinfo database
 
@@ -128,8 +129,35 @@ func checkFields(expr string) (string, error) {
 	return fields, nil
 }
 
-// UnmarshalCron rebuilds a Cron stored earlier; only adapters call it.
-func UnmarshalCron(expr, timezone string) (Cron, error) { return ParseCron(expr, timezone) }
+// UnmarshalCron rebuilds a Cron that ParseCron accepted when it was stored; only adapters
+// call it. It skips the checks, which cost more than a tick of thousands of schedules can
+// spend per row.
+func UnmarshalCron(expr, timezone string) (Cron, error) {
+	loc, err := cachedLocation(timezone)
+	if err != nil {
+		return Cron{}, err
+	}
+	fields := expr
+	if f, ok := descriptors()[strings.ToLower(expr)]; ok && strings.HasPrefix(expr, "@") {
+		fields = f
+	}
+	return Cron{expr: expr, fields: fields, timezone: timezone, loc: loc}, nil
+}
+
+// locations caches loaded zones: time.LoadLocation parses the zone's data on every call.
+var locations sync.Map //nolint:gochecknoglobals // a cache of immutable values
+
+func cachedLocation(name string) (*time.Location, error) {
+	if l, ok := locations.Load(name); ok {
+		return l.(*time.Location), nil //nolint:forcetypeassert // only *time.Location is stored
+	}
+	loc, err := loadLocation(name)
+	if err != nil {
+		return nil, err
+	}
+	locations.Store(name, loc)
+	return loc, nil
+}
 
 // Expr is the expression as given.
 func (c Cron) Expr() string { return c.expr }

@@ -1,0 +1,167 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"svc.dev/services/scheduler/internal/domain/schedule"
+)
+
+// TickConfig sizes a tick's transactions and its parallelism.
+type TickConfig struct {
+	// ClaimBatch is how many due schedules one claim transaction takes.
+	ClaimBatch int
+	// DispatchBatch is how many pending fires one dispatch transaction locks.
+	DispatchBatch int
+	// DispatchWorkers is how many dispatch transactions run at once.
+	DispatchWorkers int
+	// Concurrency is how many StartRun calls one dispatch transaction has in flight.
+	Concurrency int
+}
+
+// DefaultTickConfig is what the service runs with.
+func DefaultTickConfig() TickConfig {
+	return TickConfig{ClaimBatch: 500, DispatchBatch: 100, DispatchWorkers: 4, Concurrency: 16}
+}
+
+// TickResult is what one tick did: how many (schedule, cutoff) it claimed, and the outcome of
+// every dispatch it attempted, this tick's claims and earlier ticks' leftovers alike.
+type TickResult struct {
+	Claimed int
+	Fired   []schedule.Outcome
+	Failed  []schedule.Outcome
+}
+
+// TickHandler fires what is due: it claims due schedules of every organization in batches,
+// then dispatches the pending fires, while it claims, through the Dispatcher.
+type TickHandler struct {
+	queue      schedule.FireQueue
+	dispatcher Dispatcher
+	cfg        TickConfig
+	now        func() time.Time
+	log        *slog.Logger
+}
+
+// NewTickHandler returns the handler.
+func NewTickHandler(queue schedule.FireQueue, dispatcher Dispatcher, cfg TickConfig, now func() time.Time, log *slog.Logger) TickHandler {
+	if queue == nil || dispatcher == nil || now == nil || log == nil {
+		panic("nil dependency")
+	}
+	if cfg.ClaimBatch < 1 || cfg.DispatchBatch < 1 || cfg.DispatchWorkers < 1 || cfg.Concurrency < 1 {
+		panic("tick config: every size must be positive")
+	}
+	return TickHandler{queue: queue, dispatcher: dispatcher, cfg: cfg, now: now, log: log}
+}
+
+// Handle runs one tick. Every fire this tick claims is attempted once in it; a fire whose
+// dispatch fails stays pending and waits for a later tick (RetryDelay). A failure of the store
+// ends the tick with an error; what it committed until then stands.
+func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
+	now := h.now()
+	var (
+		mu       sync.Mutex
+		res      TickResult
+		claimErr error
+		wg       sync.WaitGroup
+	)
+	claimed := make(chan struct{}, 1) // a nudge: new pending fires exist
+	claimDone := make(chan struct{})
+	go func() {
+		defer close(claimDone)
+		for {
+			fires, err := h.queue.ClaimDue(ctx, now, h.cfg.ClaimBatch)
+			if err != nil {
+				claimErr = err
+				return
+			}
+			if len(fires) == 0 {
+				return
+			}
+			mu.Lock()
+			res.Claimed += len(fires)
+			mu.Unlock()
+			select {
+			case claimed <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	errs := make([]error, h.cfg.DispatchWorkers)
+	for w := range h.cfg.DispatchWorkers {
+		wg.Go(func() {
+			finished := false
+			for {
+				n, err := h.queue.DispatchPending(ctx, now, h.cfg.DispatchBatch, func(ctx context.Context, fires []schedule.Fire) []schedule.Outcome {
+					out := h.dispatch(ctx, fires)
+					mu.Lock()
+					for _, o := range out {
+						if o.Dispatched() {
+							res.Fired = append(res.Fired, o)
+						} else {
+							res.Failed = append(res.Failed, o)
+						}
+					}
+					mu.Unlock()
+					return out
+				})
+				if err != nil {
+					errs[w] = err
+					return
+				}
+				if n > 0 {
+					continue
+				}
+				if finished {
+					return
+				}
+				select {
+				case <-claimDone:
+					finished = true // one more pass takes the claims that landed since the empty batch
+				case <-claimed:
+				case <-ctx.Done():
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	<-claimDone
+	if claimErr != nil {
+		return res, fmt.Errorf("tick: %w", claimErr)
+	}
+	for _, err := range errs {
+		if err != nil {
+			return res, fmt.Errorf("tick: %w", err)
+		}
+	}
+	if n := len(res.Failed); res.Claimed > 0 || n > 0 {
+		h.log.InfoContext(ctx, "tick", "claimed", res.Claimed, "fired", len(res.Fired), "failed", n)
+	}
+	return res, nil
+}
+
+// dispatch starts the runs of fires, Concurrency at a time.
+func (h TickHandler) dispatch(ctx context.Context, fires []schedule.Fire) []schedule.Outcome {
+	out := make([]schedule.Outcome, len(fires))
+	sem := make(chan struct{}, h.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, f := range fires {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			o, err := h.dispatcher.Dispatch(ctx, f)
+			if err != nil {
+				h.log.WarnContext(ctx, "dispatch failed; the fire stays in the outbox", "schedule_id", f.ScheduleID,
+					"cutoff", f.Cutoff, "attempts", f.Attempts+1, "err", err)
+				o = schedule.Outcome{Code: schedule.CodeDispatchFailed, Message: "the orchestrator could not be reached; a later tick retries"}
+			}
+			o.Fire = f
+			out[i] = o
+		})
+	}
+	wg.Wait()
+	return out
+}
