@@ -1,0 +1,72 @@
+// Package redis is webhook-ingress's Redis adapter: the idempotency keys of deliveries
+// (key → run id with a TTL, written with SET NX).
+package redis
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	goredis "github.com/redis/go-redis/v9"
+
+	"svc.dev/libs/redisx"
+)
+
+// IdempotencyStore is the app.KeyStore over Redis. Keys are hashed under the service's prefix
+// (<prefix>webhook:idem:<sha256 hex>), so that a sender's key of any length or content makes
+// one short, safe Redis key.
+type IdempotencyStore struct {
+	c    *goredis.Client
+	keys redisx.Keys
+}
+
+// NewIdempotencyStore returns the store over c with keys under keys' prefix.
+func NewIdempotencyStore(c *goredis.Client, keys redisx.Keys) *IdempotencyStore {
+	if c == nil {
+		panic("nil redis client")
+	}
+	return &IdempotencyStore{c: c, keys: keys}
+}
+
+// Key is the Redis key that holds key.
+func (s *IdempotencyStore) Key(key string) string {
+	sum := sha256.Sum256([]byte(key))
+	return s.keys.Key("webhook", "idem", hex.EncodeToString(sum[:]))
+}
+
+// Get implements app.KeyStore.
+func (s *IdempotencyStore) Get(ctx context.Context, key string) (string, error) {
+	v, err := s.c.Get(ctx, s.Key(key)).Result()
+	if errors.Is(err, goredis.Nil) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get idempotency key: %w", err)
+	}
+	return v, nil
+}
+
+// Remember implements app.KeyStore with SET NX; when the key was already set it reads the run
+// id it holds.
+func (s *IdempotencyStore) Remember(ctx context.Context, key, runID string, ttl time.Duration) (string, error) {
+	k := s.Key(key)
+	ok, err := s.c.SetNX(ctx, k, runID, ttl).Result()
+	if err != nil {
+		return "", fmt.Errorf("set idempotency key: %w", err)
+	}
+	if ok {
+		return runID, nil
+	}
+	v, err := s.c.Get(ctx, k).Result()
+	if errors.Is(err, goredis.Nil) {
+		// Expired between the two calls: nothing names another run.
+		return runID, nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("get idempotency key: %w", err)
+	}
+	return v, nil
+}

@@ -1,0 +1,211 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"svc.dev/services/webhook-ingress/internal/domain/route"
+)
+
+// KeyTTL is how long a key names its run; the orchestrator keeps its record as long.
+const KeyTTL = 24 * time.Hour
+
+// storeTimeout bounds each idempotency-store call: the store is a fast path, and waiting long
+// on a sick Redis would cost more than asking the orchestrator, which dedupes anyway.
+const storeTimeout = 250 * time.Millisecond
+
+// DeliverWebhook is one delivery to a matched route.
+type DeliverWebhook struct {
+	Entry   *route.Entry
+	Request route.Request
+	// Path is the request's path as received ("/api/webhooks/events/acme"), for the trigger.
+	Path string
+}
+
+// Accepted is a delivery that has its run.
+type Accepted struct {
+	RunID string
+	// Deduplicated is true when the key named an earlier run and nothing started.
+	Deduplicated bool
+}
+
+// DeliverWebhookHandler turns deliveries into runs, at most one per (route, key).
+type DeliverWebhookHandler struct {
+	runs  Dispatcher
+	keys  KeyStore
+	orgs  Organizations
+	log   *slog.Logger
+}
+
+// NewDeliverWebhookHandler returns the handler; every dependency is required.
+func NewDeliverWebhookHandler(runs Dispatcher, keys KeyStore, orgs Organizations, log *slog.Logger) DeliverWebhookHandler {
+	if runs == nil || keys == nil || orgs == nil || log == nil {
+		panic("nil dispatcher, key store, organizations or logger")
+	}
+	return DeliverWebhookHandler{runs: runs, keys: keys, orgs: orgs, log: log}
+}
+
+// Handle verifies the delivery through its route, checks the input and starts the run, or
+// answers the run an earlier delivery with the same key started. Errors: *route.SignatureError,
+// *route.RejectedError, *InvalidInputError, ErrWorkflowNotFound, *DispatchRejectedError,
+// *UnavailableError.
+//
+// Exactly-once: Redis is only the fast path. Two concurrent deliveries with one key may both
+// miss it and both call StartRun with the same idempotency key; the orchestrator stores the run
+// and its (organization, key) record in one transaction, so the second insert waits for the
+// first, finds the record, and answers the first run's id. Both senders get 202 with the same
+// workflowRunId. With Redis flushed (or down) every delivery goes to the orchestrator, whose
+// record answers the same way. Redis holds key → run id after the first answer, with SET NX so
+// that a late writer never replaces what earlier redeliveries were told.
+func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Accepted, error) {
+	r := d.Entry.Route
+	input, err := h.fromRequest(ctx, r, d.Request)
+	if err != nil {
+		return Accepted{}, err
+	}
+	key, err := r.IdempotencyKey(d.Request)
+	if err != nil {
+		return Accepted{}, asRejection(err)
+	}
+	if key == "" {
+		return Accepted{}, &route.RejectedError{Reason: "the delivery has no idempotency key"}
+	}
+	raw, err := json.Marshal(input)
+	if err != nil {
+		return Accepted{}, &route.RejectedError{Reason: "the run input could not be encoded as JSON"}
+	}
+	if err := validate(d.Entry.Schema, raw); err != nil {
+		return Accepted{}, err
+	}
+
+	dedupeKey := idempotencyKey(r, key)
+	if id := h.lookup(ctx, dedupeKey); id != "" {
+		return Accepted{RunID: id, Deduplicated: true}, nil
+	}
+	orgID, err := h.orgs.Resolve(ctx, r.Organization)
+	if errors.Is(err, ErrOrganizationNotFound) {
+		// The route's organization does not exist (yet): its workflow cannot be found.
+		return Accepted{}, fmt.Errorf("route %s: organization %q: %w", r.ID(), r.Organization, ErrWorkflowNotFound)
+	}
+	if err != nil {
+		return Accepted{}, err
+	}
+	trigger, err := json.Marshal(map[string]any{"route": r.ID(), "path": d.Path, "idempotencyKey": key})
+	if err != nil {
+		return Accepted{}, fmt.Errorf("encode trigger: %w", err)
+	}
+	started, err := h.runs.StartRun(ctx, StartRun{
+		OrganizationID: orgID, WorkflowName: r.WorkflowName, Input: raw,
+		IdempotencyKey: dedupeKey, Trigger: trigger,
+	})
+	if err != nil {
+		return Accepted{}, err
+	}
+	h.remember(ctx, dedupeKey, started.RunID)
+	return Accepted{RunID: started.RunID, Deduplicated: started.Deduplicated}, nil
+}
+
+// fromRequest runs the route's FromRequest. A route that panics on a delivery has refused it:
+// nothing a sender can send may turn into a 500.
+func (h DeliverWebhookHandler) fromRequest(ctx context.Context, r route.Route, req route.Request) (input any, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.log.ErrorContext(ctx, "webhook route panicked", "route", r.ID(), "panic", v)
+			input, err = nil, &route.RejectedError{Reason: "the route could not read this delivery"}
+		}
+	}()
+	input, err = r.FromRequest(ctx, req)
+	if err != nil {
+		return nil, asRejection(err)
+	}
+	return input, nil
+}
+
+// asRejection keeps a route's typed errors and makes any other error a rejection.
+func asRejection(err error) error {
+	var (
+		sig *route.SignatureError
+		rej *route.RejectedError
+	)
+	if errors.As(err, &sig) || errors.As(err, &rej) {
+		return err
+	}
+	return &route.RejectedError{Reason: err.Error()}
+}
+
+func (h DeliverWebhookHandler) lookup(ctx context.Context, key string) string {
+	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
+	defer cancel()
+	id, err := h.keys.Get(ctx, key)
+	if err != nil {
+		// The orchestrator's record still dedupes: go on without the fast path.
+		h.log.WarnContext(ctx, "idempotency store unavailable; asking the orchestrator", "err", err)
+		return ""
+	}
+	return id
+}
+
+func (h DeliverWebhookHandler) remember(ctx context.Context, key, runID string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	stored, err := h.keys.Remember(ctx, key, runID, KeyTTL)
+	switch {
+	case err != nil:
+		h.log.WarnContext(ctx, "idempotency store unavailable; key not remembered", "err", err)
+	case stored != runID:
+		// Only possible when the orchestrator's record expired while Redis still held the key.
+		h.log.WarnContext(ctx, "idempotency store names another run for this key", "stored", stored, "run", runID)
+	}
+}
+
+// idempotencyKey scopes a route's key to the route: the contract dedupes per route, and the
+// orchestrator's keys are per organization, shared with its public Idempotency-Key. Long keys
+// are hashed so that the record stays small.
+func idempotencyKey(r route.Route, key string) string {
+	k := "webhook:" + r.ID() + ":" + key
+	if len(k) <= 255 {
+		return k
+	}
+	sum := sha256.Sum256([]byte(key))
+	return "webhook:" + r.ID() + ":sha256:" + hex.EncodeToString(sum[:])
+}
+
+// validate checks raw against schema and reports every failing location.
+func validate(schema *jsonschema.Schema, raw []byte) error {
+	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return &InvalidInputError{Issues: []Issue{{Path: "", Message: "input is not valid JSON"}}}
+	}
+	err = schema.Validate(inst)
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return nil
+	}
+	var issues []Issue
+	collect(ve.BasicOutput(), &issues)
+	if len(issues) == 0 {
+		issues = []Issue{{Path: "", Message: ve.Error()}}
+	}
+	return &InvalidInputError{Issues: issues}
+}
+
+func collect(u *jsonschema.OutputUnit, out *[]Issue) {
+	if u == nil {
+		return
+	}
+	if u.Error != nil && len(u.Errors) == 0 {
+		*out = append(*out, Issue{Path: u.InstanceLocation, Message: fmt.Sprint(u.Error)})
+	}
+	for i := range u.Errors {
+		collect(&u.Errors[i], out)
+	}
+}

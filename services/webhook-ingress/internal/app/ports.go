@@ -1,0 +1,87 @@
+// Package app holds webhook-ingress's use case, DeliverWebhook, and the ports it drives: the
+// orchestrator that starts runs, the store of idempotency keys, and the directory that turns a
+// route's organization into an id.
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// StartRun asks the orchestrator for a run.
+type StartRun struct {
+	OrganizationID string
+	WorkflowName   string
+	Input          json.RawMessage
+	// IdempotencyKey makes the orchestrator answer a repeated start with the first run's id.
+	IdempotencyKey string
+	// Trigger holds the members of the run's trigger object besides kind ("webhook").
+	Trigger json.RawMessage
+}
+
+// Started names the run a StartRun made or found.
+type Started struct {
+	RunID        string
+	Deduplicated bool
+}
+
+// Dispatcher starts runs (run-orchestrator's StartRun). It returns ErrWorkflowNotFound,
+// a *DispatchRejectedError, or an *UnavailableError when the orchestrator could not answer.
+type Dispatcher interface {
+	StartRun(ctx context.Context, cmd StartRun) (Started, error)
+}
+
+// KeyStore remembers which run an idempotency key started (Redis): the fast path for
+// redeliveries. It is not the guarantee: the orchestrator's idempotency record is.
+type KeyStore interface {
+	// Get returns the run id stored for key, or "".
+	Get(ctx context.Context, key string) (string, error)
+	// Remember stores key → runID for ttl unless key is already set (SET NX), and returns the
+	// run id the store holds for key afterwards.
+	Remember(ctx context.Context, key, runID string, ttl time.Duration) (string, error)
+}
+
+// Organizations turns a route's organization (slug or id) into an organization id; it
+// returns ErrOrganizationNotFound when there is none.
+type Organizations interface {
+	Resolve(ctx context.Context, ref string) (string, error)
+}
+
+// ErrWorkflowNotFound: the route's organization has no workflow of the route's name (or the
+// organization does not exist).
+var ErrWorkflowNotFound = errors.New("workflow not found")
+
+// ErrOrganizationNotFound: no organization has this slug or id.
+var ErrOrganizationNotFound = errors.New("organization not found")
+
+// DispatchRejectedError is the orchestrator refusing the run: code is "workflow_invalid" or
+// "invalid_body".
+type DispatchRejectedError struct{ Code, Message string }
+
+func (e *DispatchRejectedError) Error() string { return "run rejected: " + e.Code + ": " + e.Message }
+
+// UnavailableError is a peer that could not answer; nothing was started and a redelivery may
+// succeed.
+type UnavailableError struct {
+	Peer string
+	Err  error
+}
+
+func (e *UnavailableError) Error() string { return e.Peer + " unavailable: " + e.Err.Error() }
+
+func (e *UnavailableError) Unwrap() error { return e.Err }
+
+// Issue is one way the run input fails the route's schema: a JSON Pointer into the input.
+type Issue struct{ Path, Message string }
+
+// InvalidInputError is a run input that does not satisfy the route's InputSchema.
+type InvalidInputError struct{ Issues []Issue }
+
+func (e *InvalidInputError) Error() string {
+	if len(e.Issues) == 0 {
+		return "input does not match the route's schema"
+	}
+	return "input does not match the route's schema: " + e.Issues[0].Path + ": " + e.Issues[0].Message
+}
