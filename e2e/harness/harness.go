@@ -126,6 +126,10 @@ type Options struct {
 	Env map[string]string
 	// ServiceEnv is added to one service's environment, after Env.
 	ServiceEnv map[Service]map[string]string
+	// TrustGateway makes identity trust the gateway's own origin, as clients that send their
+	// API address as Origin (the svc CLI) need: SVC_PUBLIC_URL becomes BaseURL, and its
+	// localhost form is added to SVC_TRUSTED_ORIGINS so the system answers at two API URLs.
+	TrustGateway bool
 }
 
 // System is a running system.
@@ -178,7 +182,17 @@ func Start(t *testing.T, opts Options) *System {
 	s.env["SVC_GATEWAY_ADMIN_ADDR"] = admin
 	s.AdminURL = "http://" + admin
 	s.BaseURL = s.URLs[Gateway]
+	if opts.TrustGateway {
+		s.env["SVC_PUBLIC_URL"] = s.BaseURL
+		s.env["SVC_TRUSTED_ORIGINS"] = strings.Replace(s.BaseURL, "127.0.0.1", "localhost", 1)
+		if extra := opts.Env["SVC_TRUSTED_ORIGINS"]; extra != "" {
+			s.env["SVC_TRUSTED_ORIGINS"] += "," + extra
+		}
+	}
 	for k, v := range opts.Env {
+		if k == "SVC_TRUSTED_ORIGINS" && opts.TrustGateway {
+			continue
+		}
 		s.env[k] = v
 	}
 	for _, svc := range services {

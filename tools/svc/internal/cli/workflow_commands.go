@@ -40,9 +40,9 @@ type skippedItem struct {
 	ReasonCode     string `json:"reason_code"`
 	Reason         string `json:"reason"`
 	Hint           *struct {
-		DidYouMean any      `json:"did_you_mean"`
-		Allowed    []any    `json:"allowed"`
-		Pointer    string   `json:"pointer"`
+		DidYouMean any    `json:"did_you_mean"`
+		Allowed    []any  `json:"allowed"`
+		Pointer    string `json:"pointer"`
 	} `json:"hint"`
 }
 
