@@ -40,10 +40,10 @@ type Accepted struct {
 
 // DeliverWebhookHandler turns deliveries into runs, at most one per (route, key).
 type DeliverWebhookHandler struct {
-	runs  Dispatcher
-	keys  KeyStore
-	orgs  Organizations
-	log   *slog.Logger
+	runs Dispatcher
+	keys KeyStore
+	orgs Organizations
+	log  *slog.Logger
 }
 
 // NewDeliverWebhookHandler returns the handler; every dependency is required.

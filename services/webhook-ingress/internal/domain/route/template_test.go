@@ -115,15 +115,15 @@ func TestRegistry(t *testing.T) {
 		require.NoError(t, g.Register(valid("GET", "/x/literal")), "another method does not overlap")
 
 		for name, mut := range map[string]func(*route.Route){
-			"LowerMethod":    func(r *route.Route) { r.Method = "post" },
-			"NoOrg":          func(r *route.Route) { r.Organization = "" },
-			"NoWorkflow":     func(r *route.Route) { r.WorkflowName = "" },
-			"NoFromRequest":  func(r *route.Route) { r.FromRequest = nil },
-			"NoKey":          func(r *route.Route) { r.IdempotencyKey = nil },
-			"NoSchema":       func(r *route.Route) { r.InputSchema = nil },
-			"SchemaNotJSON":  func(r *route.Route) { r.InputSchema = []byte(`{`) },
-			"SchemaBadType":  func(r *route.Route) { r.InputSchema = []byte(`{"type":"nonsense"}`) },
-			"BadPath":        func(r *route.Route) { r.Path = "z" },
+			"LowerMethod":   func(r *route.Route) { r.Method = "post" },
+			"NoOrg":         func(r *route.Route) { r.Organization = "" },
+			"NoWorkflow":    func(r *route.Route) { r.WorkflowName = "" },
+			"NoFromRequest": func(r *route.Route) { r.FromRequest = nil },
+			"NoKey":         func(r *route.Route) { r.IdempotencyKey = nil },
+			"NoSchema":      func(r *route.Route) { r.InputSchema = nil },
+			"SchemaNotJSON": func(r *route.Route) { r.InputSchema = []byte(`{`) },
+			"SchemaBadType": func(r *route.Route) { r.InputSchema = []byte(`{"type":"nonsense"}`) },
+			"BadPath":       func(r *route.Route) { r.Path = "z" },
 		} {
 			r := valid("POST", "/z/"+strings.ToLower(name))
 			mut(&r)
