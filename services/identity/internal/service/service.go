@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"connectrpc.com/connect"
 
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
@@ -187,7 +186,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer,
 		Revocations: epoch.NewRedisEpoch(base.Redis, base.Keys)}, log)
 	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, signer, log),
-		connect.WithInterceptors(base.RPCInterceptors()...))
+		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
 		API:          httpport.NewRouter(server),
 		OpenPrefixes: []string{"/api/auth/", httpport.BootstrapPath},

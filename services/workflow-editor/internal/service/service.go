@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-	"connectrpc.com/connect"
 
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
@@ -69,7 +68,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	}
 	application := app.New(postgres.NewWorkflowRepository(base.Pool), catalog, time.Now)
 	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
-		connect.WithInterceptors(base.RPCInterceptors()...))
+		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
 		API:          httpport.NewRouter(application, log),
 		OpenPrefixes: []string{},
