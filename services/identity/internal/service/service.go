@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
 	"svc.dev/libs/ratelimit"

@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"time"
 
-
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
 	"svc.dev/proto/connectors"
