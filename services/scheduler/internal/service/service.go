@@ -41,7 +41,9 @@ type Config struct {
 	Tick time.Duration
 	// TickSizes sizes each tick's transactions (tests and benchmarks only; zero: defaults).
 	TickSizes command.TickConfig
-	Base      boot.Config
+	// Now is the clock (tests only; nil: time.Now).
+	Now  func() time.Time
+	Base boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -84,7 +86,11 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		sizes = cfg.TickSizes
 	}
 	repo := postgres.NewScheduleRepository(base.Pool)
-	application := app.New(repo, repo, editor, orchestrator, sizes, time.Now, log)
+	now := cfg.Now
+	if now == nil {
+		now = time.Now
+	}
+	application := app.New(repo, repo, editor, orchestrator, sizes, now, log)
 	handler := base.Handler(boot.Routes{
 		API:          httpport.NewRouter(application, log),
 		OpenPrefixes: []string{},

@@ -231,7 +231,7 @@ func (r *ScheduleRepository) DispatchPending(ctx context.Context, now time.Time,
 			cutoffs, nextAttempts       []time.Time
 			disable                     []string
 		)
-		stored := time.Now()
+		stored := now
 		for _, o := range outcomes {
 			status, next := "dispatched", stored
 			switch {
