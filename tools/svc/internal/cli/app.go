@@ -265,6 +265,9 @@ func (a *app) group(use, short string, aliases []string, subs ...*cobra.Command)
 
 func unknownCommand(cmd *cobra.Command, name string) error {
 	msg := fmt.Sprintf("unknown command %q for %q", name, cmd.CommandPath())
+	if cmd.SuggestionsMinimumDistance <= 0 {
+		cmd.SuggestionsMinimumDistance = 2 // cobra's default, which SuggestionsFor does not apply
+	}
 	if s := cmd.SuggestionsFor(name); len(s) > 0 {
 		msg += "; did you mean " + strings.Join(s, " or ") + "?"
 	}
