@@ -74,6 +74,17 @@ func SettingsRead(ctx context.Context, root string, services []string) (map[stri
 				return nil, err
 			}
 			ast.Inspect(f, func(n ast.Node) bool {
+				// "SVC_WEBHOOK_" + key + "_SECRET": a family of settings, recorded as the
+				// pattern SVC_WEBHOOK_*_SECRET.
+				if bin, ok := n.(*ast.BinaryExpr); ok && bin.Op == token.ADD {
+					if pattern, ok := namePattern(bin); ok {
+						pos := fset.Position(bin.Pos())
+						rel, _ := filepath.Rel(root, pos.Filename)
+						reads[path] = append(reads[path], Read{Name: pattern, Pkg: path, Pos: fmt.Sprintf("%s:%d", rel, pos.Line)})
+						return false
+					}
+					return true
+				}
 				call, ok := n.(*ast.CallExpr)
 				if !ok || len(call.Args) == 0 {
 					return true
@@ -108,6 +119,41 @@ func SettingsRead(ctx context.Context, root string, services []string) (map[stri
 	}
 	return bySvc, nil
 }
+
+// namePattern turns a concatenation that starts with a setting-like literal into a pattern,
+// each operand that is not a literal becoming "*".
+func namePattern(e *ast.BinaryExpr) (string, bool) {
+	var parts []string
+	var walk func(ast.Expr)
+	walk = func(x ast.Expr) {
+		switch x := x.(type) {
+		case *ast.BinaryExpr:
+			if x.Op == token.ADD {
+				walk(x.X)
+				walk(x.Y)
+				return
+			}
+		case *ast.BasicLit:
+			if s, err := strconv.Unquote(x.Value); err == nil && x.Kind == token.STRING {
+				parts = append(parts, s)
+				return
+			}
+		case *ast.ParenExpr:
+			walk(x.X)
+			return
+		}
+		parts = append(parts, "*")
+	}
+	walk(e)
+	pattern := strings.Join(parts, "")
+	if !strings.Contains(pattern, "*") || !settingPattern.MatchString(pattern) {
+		return "", false
+	}
+	return pattern, true
+}
+
+// settingPattern is a setting name with * for the parts computed at run time.
+var settingPattern = regexp.MustCompile(`^(SVC|OTEL)_[A-Z0-9_*]+$`)
 
 // isImportName says whether name is a package imported by f (os in os.Getenv).
 func isImportName(f *ast.File, name string) bool {
@@ -144,7 +190,7 @@ func OptionalSettings(readme, heading string) (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	cell := regexp.MustCompile("^\\|\\s*`([A-Z0-9_]+)`\\s*\\|")
+	cell := regexp.MustCompile("^\\|\\s*`([A-Z0-9_*]+)`\\s*\\|")
 	in := false
 	names := map[string]bool{}
 	for line := range strings.SplitSeq(string(b), "\n") {

@@ -90,8 +90,8 @@ func RunTiltfile(root string) (*Tilt, error) {
 		"sync":           starlark.NewBuiltin("sync", sync),
 	}
 	thread := &starlark.Thread{
-		Name: "Tiltfile",
-		Load: t.load,
+		Name:  "Tiltfile",
+		Load:  t.load,
 		Print: func(*starlark.Thread, string) {},
 	}
 	if _, err := starlark.ExecFileOptions(tiltDialect(), thread, "Tiltfile", src, predeclared); err != nil {
