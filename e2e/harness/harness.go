@@ -241,6 +241,14 @@ func (s *System) Output(svc Service) string {
 	return b.String()
 }
 
+// Processes returns the running and stopped processes of svc, in start order (a test that
+// restarts a service with other settings stops the first one).
+func (s *System) Processes(svc Service) []*Process {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*Process(nil), s.procs[svc]...)
+}
+
 // Env returns the environment the system gives its services.
 func (s *System) Env() map[string]string {
 	out := make(map[string]string, len(s.env))
