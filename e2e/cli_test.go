@@ -430,6 +430,16 @@ func TestCLI(t *testing.T) {
 		require.NotContains(t, out, "Email: ")
 		require.NotContains(t, out, password)
 
+		// Ctrl-C at the hidden prompt ends the login (130) and leaves the terminal echoing again.
+		term = c.startPTY(t, "login", "--email", email)
+		term.expect("Password: ")
+		term.waitEchoOff()
+		_, err := term.ptmx.Write([]byte{3}) // ^C: the line discipline sends SIGINT
+		require.NoError(t, err)
+		out = term.wait(130)
+		require.Contains(t, out, "interrupted")
+		require.True(t, term.echoAfterExit, "svc left the terminal without echo")
+
 		// Non-interactive on a terminal: a missing flag is a usage error, no prompt.
 		term = c.startPTY(t, "login", "--non-interactive", "--email", email)
 		out = term.wait(2)
@@ -653,6 +663,8 @@ type ptySession struct {
 	out  bytes.Buffer
 	read chan struct{}
 	pos  int
+	// echoAfterExit is the terminal's ECHO flag as the program left it.
+	echoAfterExit bool
 }
 
 // startPTY runs svc with stdin, stdout and stderr on a new terminal.
@@ -724,19 +736,27 @@ func (p *ptySession) typeLine(s string) {
 // the terminal itself would echo it, whatever the program does.
 func (p *ptySession) typeSecret(s string) {
 	p.t.Helper()
+	p.waitEchoOff()
+	p.typeLine(s)
+}
+
+func (p *ptySession) echo() bool {
+	p.t.Helper()
+	tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), unix.TCGETS)
+	require.NoError(p.t, err)
+	return tio.Lflag&unix.ECHO != 0
+}
+
+// waitEchoOff waits (10 s at most) until the program has turned the terminal's echo off.
+func (p *ptySession) waitEchoOff() {
+	p.t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
-	for {
-		tio, err := unix.IoctlGetTermios(int(p.tty.Fd()), unix.TCGETS)
-		require.NoError(p.t, err)
-		if tio.Lflag&unix.ECHO == 0 {
-			break
-		}
+	for p.echo() {
 		if time.Now().After(deadline) {
 			p.t.Fatalf("terminal: echo still on 10 s after the password prompt; output:\n%s", p.output())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	p.typeLine(s)
 }
 
 // wait waits for the program to exit with code and returns everything it printed.
@@ -753,6 +773,7 @@ func (p *ptySession) wait(code int) string {
 		} else {
 			require.NoError(p.t, err)
 		}
+		p.echoAfterExit = p.echo()
 		// The child is gone: closing our end of the terminal ends the reader once drained.
 		_ = p.tty.Close()
 		select {

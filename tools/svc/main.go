@@ -25,7 +25,7 @@ func main() {
 		Stderr:           os.Stderr,
 		StdinIsTerminal:  term.IsTerminal(int(os.Stdin.Fd())),
 		StdoutIsTerminal: term.IsTerminal(int(os.Stdout.Fd())),
-		ReadPassword:     func() ([]byte, error) { return term.ReadPassword(int(os.Stdin.Fd())) },
+		ReadPassword:     readPassword,
 		Getenv:           os.Getenv,
 		HomeDir:          os.UserHomeDir,
 		Hostname:         os.Hostname,
@@ -36,4 +36,31 @@ func main() {
 	}, os.Args[1:])
 	stop()
 	os.Exit(code)
+}
+
+// readPassword reads a line from the terminal on stdin without echo. The read runs aside so
+// that Ctrl-C (ctx) can end it; the terminal is then restored, since term.ReadPassword's own
+// restore would never run.
+func readPassword(ctx context.Context) ([]byte, error) {
+	fd := int(os.Stdin.Fd())
+	state, err := term.GetState(fd)
+	if err != nil {
+		return nil, err
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan read, 1)
+	go func() {
+		b, err := term.ReadPassword(fd)
+		ch <- read{b, err}
+	}()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-ctx.Done():
+		_ = term.Restore(fd, state)
+		return nil, ctx.Err()
+	}
 }

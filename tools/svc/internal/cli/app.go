@@ -43,8 +43,9 @@ type Env struct {
 	// StdinIsTerminal enables prompts; StdoutIsTerminal picks tables over JSON.
 	StdinIsTerminal  bool
 	StdoutIsTerminal bool
-	// ReadPassword reads one line from the terminal without echoing it.
-	ReadPassword func() ([]byte, error)
+	// ReadPassword reads one line from the terminal without echoing it; when ctx ends first
+	// (Ctrl-C), it restores the terminal and returns ctx's error.
+	ReadPassword func(ctx context.Context) ([]byte, error)
 	Getenv       func(string) string
 	HomeDir      func() (string, error)
 	Hostname     func() (string, error)

@@ -63,7 +63,7 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 			return usagef(cmd, "--email is required (no terminal to prompt on, or --non-interactive)")
 		}
 		fmt.Fprintf(prompt, "Logging in to %s\n", apiURL)
-		if f.email, err = readLine(in, prompt, "Email: "); err != nil {
+		if f.email, err = readLine(ctx, in, prompt, "Email: "); err != nil {
 			return err
 		}
 		if f.email == "" {
@@ -74,7 +74,7 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 		if !interactive {
 			return usagef(cmd, "--password is required (no terminal to prompt on, or --non-interactive)")
 		}
-		if f.password, err = a.readPassword(prompt, "Password: "); err != nil {
+		if f.password, err = a.readPassword(ctx, prompt, "Password: "); err != nil {
 			return err
 		}
 		if f.password == "" {
@@ -93,7 +93,7 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 	if api.IsCode(err, "USER_NOT_FOUND") {
 		if interactive {
 			fmt.Fprintf(prompt, "No account for %s yet: creating one.\n", f.email)
-			again, err := a.readPassword(prompt, "Confirm password: ")
+			again, err := a.readPassword(ctx, prompt, "Confirm password: ")
 			if err != nil {
 				return err
 			}
@@ -158,20 +158,38 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 	return nil
 }
 
-func readLine(in *bufio.Reader, prompt io.Writer, label string) (string, error) {
+// readLine prompts and reads a line; Ctrl-C (ctx ending) abandons the read.
+func readLine(ctx context.Context, in *bufio.Reader, prompt io.Writer, label string) (string, error) {
 	fmt.Fprint(prompt, label)
-	line, err := in.ReadString('\n')
-	if err != nil && (line == "" || !errors.Is(err, io.EOF)) {
-		return "", fmt.Errorf("read %s: %w", strings.TrimSuffix(strings.ToLower(label), ": "), err)
+	type read struct {
+		line string
+		err  error
 	}
-	return strings.TrimSpace(line), nil
+	ch := make(chan read, 1)
+	go func() {
+		line, err := in.ReadString('\n')
+		ch <- read{line, err}
+	}()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(prompt)
+		return "", ctx.Err()
+	case r := <-ch:
+		if r.err != nil && (r.line == "" || !errors.Is(r.err, io.EOF)) {
+			return "", fmt.Errorf("read %s: %w", strings.TrimSuffix(strings.ToLower(label), ": "), r.err)
+		}
+		return strings.TrimSpace(r.line), nil
+	}
 }
 
-func (a *app) readPassword(prompt io.Writer, label string) (string, error) {
+func (a *app) readPassword(ctx context.Context, prompt io.Writer, label string) (string, error) {
 	fmt.Fprint(prompt, label)
-	b, err := a.env.ReadPassword()
+	b, err := a.env.ReadPassword(ctx)
 	fmt.Fprintln(prompt) // the newline the user typed was not echoed
 	if err != nil {
+		if ctx.Err() != nil {
+			return "", ctx.Err()
+		}
 		return "", fmt.Errorf("read password: %w", err)
 	}
 	return strings.TrimRight(string(b), "\r\n"), nil
