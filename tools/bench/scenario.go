@@ -23,6 +23,15 @@ func allScenarios() []Scenario {
 		patch1000Blocks{},
 		runStart{},
 		chain40{},
+		runStartMax{},
+		chain40Slow{},
+		chain400{},
+		stepRate{},
+		firstAttempt{},
+		closedLoop16{},
+		sleepLateness{},
+		signalResume{},
+		waitingRSS{},
 	}
 }
 
@@ -44,7 +53,10 @@ type Env struct {
 	Origin string
 	// Earlier holds the results of the scenarios that ran before this one in the same run, for
 	// a scenario that compares with them.
-	Earlier   []Result
+	Earlier []Result
+	// Baseline is the pgbench lines of this run ("pgbench clients=N tps=… …"); empty when it
+	// was skipped or failed.
+	Baseline  []string
 	Rate      float64 // this scenario's rate: -scenario-rate, -rate, its own default, 500
 	Warmup    time.Duration
 	Duration  time.Duration
