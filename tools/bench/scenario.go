@@ -32,6 +32,7 @@ func allScenarios() []Scenario {
 		sleepLateness{},
 		signalResume{},
 		waitingRSS{},
+		webhookDelivery{},
 	}
 }
 
