@@ -169,6 +169,9 @@ func Start(t *testing.T, opts Options) *System {
 		"SVC_REDIS_PREFIX":    s.RedisPrefix,
 		"SVC_INTERNAL_SECRET": s.Secret,
 		"SVC_LOG_LEVEL":       "debug",
+		// Tests run side by side against one Postgres (max_connections 100 here): each process
+		// gets a small pool instead of its production size (the orchestrator asks for 32).
+		"SVC_DATABASE_MAX_CONNS": "8",
 	}
 	for _, svc := range services {
 		addr := freeAddr(t)

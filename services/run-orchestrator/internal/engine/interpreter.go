@@ -33,6 +33,22 @@ type loaded struct {
 	// seq is the run's change sequence: every logged change takes the next value, and save
 	// stores the last one.
 	seq int64
+	// stateRev is runs.state_rev as locked; save stores the next one (the row lock makes the
+	// arithmetic safe).
+	stateRev int64
+	// batch, when set, collects the transaction's writes, sent together before the commit
+	// (one round trip instead of one per statement); a run locked by lockRun writes at once.
+	batch *pgx.Batch
+}
+
+// exec runs a write now, or queues it in l's batch.
+func (l *loaded) exec(ctx context.Context, tx pgx.Tx, sql string, args ...any) error {
+	if l.batch != nil {
+		l.batch.Queue(sql, args...)
+		return nil
+	}
+	_, err := tx.Exec(ctx, sql, args...)
+	return err
 }
 
 // nextSeq is the change sequence of the next logged change.
@@ -48,8 +64,8 @@ func (e *Engine) lockRun(ctx context.Context, tx pgx.Tx, id string) (*loaded, er
 		def, state []byte
 		inputRaw   []byte
 	)
-	err := tx.QueryRow(ctx, `SELECT id, organization_id, workflow_id, status, definition, input, state, change_seq FROM runs WHERE id = $1 FOR UPDATE`, id).
-		Scan(&l.id, &l.org, &l.workflowID, &l.status, &def, &inputRaw, &state, &l.seq)
+	err := tx.QueryRow(ctx, `SELECT id, organization_id, workflow_id, status, definition, input, state, change_seq, state_rev FROM runs WHERE id = $1 FOR UPDATE`, id).
+		Scan(&l.id, &l.org, &l.workflowID, &l.status, &def, &inputRaw, &state, &l.seq, &l.stateRev)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, run.ErrNotFound
 	}
@@ -79,7 +95,9 @@ type runCache struct {
 	state               run.State
 	stateRev            int64 // runs.state_rev of state; -1: state must be read
 	outputs             map[string]any
-	outputsFromStateRev int64
+	// locked is the run as locked by lockJob in the transaction under way, whose batch inTx
+	// sends before the commit.
+	locked *loaded
 }
 
 func newRunCache() *runCache { return &runCache{stateRev: -1, outputs: map[string]any{}} }
@@ -134,6 +152,8 @@ func (e *Engine) lockJob(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]
 		c.stateRev = stateRev
 	}
 	l.org, l.workflowID, l.def, l.input, l.state = c.org, c.workflowID, c.def, c.input, c.state
+	l.stateRev, l.batch = stateRev, &pgx.Batch{}
+	c.locked = &l
 	return &l, nil
 }
 
@@ -152,19 +172,20 @@ func (e *Engine) write(ctx context.Context, tx pgx.Tx, l *loaded, fin *finished)
 	if err != nil {
 		return 0, err
 	}
-	var rev int64
+	rev := l.stateRev + 1
 	if fin == nil {
-		err = tx.QueryRow(ctx, `UPDATE runs SET state = $2, status = $3, change_seq = $4, state_rev = state_rev + 1, updated_at = now(),
+		err = l.exec(ctx, tx, `UPDATE runs SET state = $2, status = $3, change_seq = $4, state_rev = $5, updated_at = now(),
 			started_at = CASE WHEN $3 IN ('running', 'waiting') THEN coalesce(started_at, now()) ELSE started_at END
-			WHERE id = $1 RETURNING state_rev`, l.id, string(state), string(l.status), l.seq).Scan(&rev)
+			WHERE id = $1`, l.id, string(state), string(l.status), l.seq, rev)
 	} else {
-		err = tx.QueryRow(ctx, `UPDATE runs SET state = $2, status = $3, change_seq = $4, state_rev = state_rev + 1, updated_at = now(),
-			output = $5, error = $6, finished_at = now(), started_at = coalesce(started_at, now())
-			WHERE id = $1 RETURNING state_rev`, l.id, string(state), string(l.status), l.seq, fin.output, fin.err).Scan(&rev)
+		err = l.exec(ctx, tx, `UPDATE runs SET state = $2, status = $3, change_seq = $4, state_rev = $5, updated_at = now(),
+			output = $6, error = $7, finished_at = now(), started_at = coalesce(started_at, now())
+			WHERE id = $1`, l.id, string(state), string(l.status), l.seq, rev, fin.output, fin.err)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("save run %s: %w", l.id, err)
 	}
+	l.stateRev = rev
 	return rev, nil
 }
 
@@ -236,7 +257,20 @@ func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) error {
 // cache of the run's state, which fn may have changed in memory.
 func (e *Engine) inTx(ctx context.Context, c *runCache, fn func(ctx context.Context, tx pgx.Tx) error) error {
 	wctx := context.WithoutCancel(ctx)
-	err := pgx.BeginFunc(wctx, e.pool, func(tx pgx.Tx) error { return fn(wctx, tx) })
+	err := pgx.BeginFunc(wctx, e.pool, func(tx pgx.Tx) error {
+		c.locked = nil
+		if err := fn(wctx, tx); err != nil {
+			return err
+		}
+		if c.locked == nil || c.locked.batch.Len() == 0 {
+			return nil
+		}
+		if err := tx.SendBatch(wctx, c.locked.batch).Close(); err != nil {
+			return fmt.Errorf("write run %s: %w", c.locked.id, err)
+		}
+		return nil
+	})
+	c.locked = nil
 	if err != nil {
 		c.stateRev = -1
 	}
@@ -354,7 +388,7 @@ func (e *Engine) beginAttempt(ctx context.Context, tx pgx.Tx, l *loaded, st *ste
 	if err != nil {
 		return fmt.Errorf("attempt input: %w", err)
 	}
-	_, err = tx.Exec(ctx, `INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_at)
+	err = l.exec(ctx, tx, `INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_at)
 		VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, now())`,
 		st.attemptID, st.runID, st.block.ID, st.block.Type, st.attempt, string(params), e.cfg.Replica, seq)
 	if err != nil {
@@ -504,7 +538,7 @@ func (e *Engine) endAttempt(ctx context.Context, tx pgx.Tx, l *loaded, attemptID
 		s := string(output)
 		outJSON = &s
 	}
-	_, err := tx.Exec(ctx, `UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, finished_at = now() WHERE id = $1`,
+	err := l.exec(ctx, tx, `UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, finished_at = now() WHERE id = $1`,
 		attemptID, status, outJSON, errJSON, seq)
 	if err != nil {
 		return fmt.Errorf("end attempt: %w", err)
@@ -532,8 +566,7 @@ func (e *Engine) finish(ctx context.Context, tx pgx.Tx, l *loaded, status run.St
 	if _, err := e.write(ctx, tx, l, &fin); err != nil {
 		return err
 	}
-	_, err := tx.Exec(ctx, `DELETE FROM waits WHERE run_id = $1`, l.id)
-	return err
+	return l.exec(ctx, tx, `DELETE FROM waits WHERE run_id = $1`, l.id)
 }
 
 // complete marks the job completed inside tx.

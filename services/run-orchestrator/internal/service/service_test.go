@@ -84,6 +84,8 @@ func startWith(t testing.TB, mod func(*service.Config)) *system {
 
 	cfg := service.Config{Addr: ":0", EditorURL: editorSrv.URL, Workers: 20, Base: boot.Config{
 		DatabaseURL: testkit.NewDatabase(t), InternalSecret: secret, LogLevel: slog.LevelError, Drain: time.Second,
+		// Test packages share one Postgres (max_connections 100): a small pool per replica.
+		DatabaseMaxConns: 10,
 	}}
 	if mod != nil {
 		mod(&cfg)
@@ -351,6 +353,8 @@ func TestDispatchWithEditorDown(t *testing.T) {
 	secret := strings.Repeat("s", 32)
 	cfg := service.Config{Addr: ":0", EditorURL: "http://127.0.0.1:1", Workers: 2, Base: boot.Config{
 		DatabaseURL: testkit.NewDatabase(t), InternalSecret: secret, LogLevel: slog.LevelError, Drain: time.Second,
+		// Test packages share one Postgres (max_connections 100): a small pool per replica.
+		DatabaseMaxConns: 10,
 	}}
 	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
