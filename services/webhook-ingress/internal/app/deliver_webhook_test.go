@@ -1,0 +1,180 @@
+package app_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/redisx"
+	"svc.dev/libs/testkit"
+	redisadapter "svc.dev/services/webhook-ingress/internal/adapters/redis"
+	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/domain/route"
+)
+
+// recordingDispatcher stands in for run-orchestrator, which does not run in unit tests (the
+// e2e tests drive the real one): it starts "runs" per key like the orchestrator's record does
+// and counts the calls.
+type recordingDispatcher struct {
+	mu    sync.Mutex
+	calls []app.StartRun
+	runs  map[string]string
+	err   error
+}
+
+func (d *recordingDispatcher) StartRun(_ context.Context, cmd app.StartRun) (app.Started, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.calls = append(d.calls, cmd)
+	if d.err != nil {
+		return app.Started{}, d.err
+	}
+	if id, ok := d.runs[cmd.IdempotencyKey]; ok {
+		return app.Started{RunID: id, Deduplicated: true}, nil
+	}
+	id := "run_" + cmd.IdempotencyKey
+	d.runs[cmd.IdempotencyKey] = id
+	return app.Started{RunID: id}, nil
+}
+
+type orgs map[string]string
+
+func (o orgs) Resolve(_ context.Context, ref string) (string, error) {
+	if id, ok := o[ref]; ok {
+		return id, nil
+	}
+	return "", app.ErrOrganizationNotFound
+}
+
+func TestDeliverWebhook(t *testing.T) {
+	t.Parallel()
+
+	type testBundle struct {
+		handler app.DeliverWebhookHandler
+		runs    *recordingDispatcher
+		entry   func(r route.Route) *route.Entry
+	}
+	setup := func(t *testing.T, store app.KeyStore) *testBundle {
+		t.Helper()
+		if store == nil {
+			c, keys := testkit.NewRedis(t)
+			store = redisadapter.NewIdempotencyStore(c, keys)
+		}
+		runs := &recordingDispatcher{runs: map[string]string{}}
+		log := slog.New(slog.NewTextHandler(io.Discard, nil))
+		return &testBundle{
+			handler: app.NewDeliverWebhookHandler(runs, store, orgs{"acme": "org_acme"}, log),
+			runs:    runs,
+			entry: func(r route.Route) *route.Entry {
+				g := route.NewRegistry()
+				require.NoError(t, g.Register(r))
+				return g.Entries()[0]
+			},
+		}
+	}
+	valid := func() route.Route {
+		return route.Route{
+			Path: "/x/:p", Method: http.MethodPost, Organization: "acme", WorkflowName: "wf",
+			InputSchema: []byte(`{"type":"object","required":["n"],"properties":{"n":{"type":"integer"}}}`),
+			FromRequest: func(_ context.Context, req route.Request) (any, error) { return req.Body, nil },
+			IdempotencyKey: func(req route.Request) (string, error) {
+				return req.Headers.Get("Key"), nil
+			},
+		}
+	}
+	deliver := func(b *testBundle, r route.Route, body any, key string) (app.Accepted, error) {
+		return b.handler.Handle(context.Background(), app.DeliverWebhook{Entry: b.entry(r), Path: "/api/webhooks/x/1",
+			Request: route.Request{Body: body, Headers: http.Header{"Key": {key}}, Params: map[string]string{"p": "1"}}})
+	}
+
+	t.Run("StartsOnceAndAnswersRedeliveriesFromTheStore", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		a, err := deliver(b, valid(), map[string]any{"n": 1}, "k1")
+		require.NoError(t, err)
+		require.Equal(t, "run_webhook:POST /x/:p:k1", a.RunID)
+		again, err := deliver(b, valid(), map[string]any{"n": 1}, "k1")
+		require.NoError(t, err)
+		require.Equal(t, a.RunID, again.RunID)
+		require.True(t, again.Deduplicated)
+		require.Len(t, b.runs.calls, 1, "the redelivery was answered from Redis")
+		call := b.runs.calls[0]
+		require.Equal(t, "org_acme", call.OrganizationID)
+		require.Equal(t, "wf", call.WorkflowName)
+		require.JSONEq(t, `{"n":1}`, string(call.Input))
+		require.JSONEq(t, `{"route":"POST /x/:p","path":"/api/webhooks/x/1","idempotencyKey":"k1"}`, string(call.Trigger))
+	})
+
+	t.Run("WithoutRedisTheOrchestratorStillDedupes", func(t *testing.T) {
+		t.Parallel()
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		dead := "redis://" + ln.Addr().String() + "/0"
+		require.NoError(t, ln.Close())
+		c, err := redisx.Open(dead, nil, nil)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = c.Close() })
+		b := setup(t, redisadapter.NewIdempotencyStore(c, redisx.NewKeys("t:")))
+		first, err := deliver(b, valid(), map[string]any{"n": 1}, "k")
+		require.NoError(t, err)
+		second, err := deliver(b, valid(), map[string]any{"n": 1}, "k")
+		require.NoError(t, err)
+		require.Equal(t, first.RunID, second.RunID)
+		require.Len(t, b.runs.calls, 2, "both went to the orchestrator, whose record answered the first run")
+	})
+
+	t.Run("RefusalsStartNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		panics := valid()
+		panics.FromRequest = func(context.Context, route.Request) (any, error) { panic("boom") }
+		plainErr := valid()
+		plainErr.FromRequest = func(context.Context, route.Request) (any, error) { return nil, errors.New("unsupported event") }
+		badSig := valid()
+		badSig.FromRequest = func(context.Context, route.Request) (any, error) { return nil, &route.SignatureError{Reason: "wrong"} }
+		noKey := valid()
+		unknownOrg := valid()
+		unknownOrg.Organization = "nobody"
+
+		var (
+			rej *route.RejectedError
+			sig *route.SignatureError
+			inv *app.InvalidInputError
+		)
+		_, err := deliver(b, panics, map[string]any{"n": 1}, "k")
+		require.ErrorAs(t, err, &rej)
+		_, err = deliver(b, plainErr, map[string]any{"n": 1}, "k")
+		require.ErrorAs(t, err, &rej)
+		require.Equal(t, "unsupported event", rej.Reason)
+		_, err = deliver(b, badSig, map[string]any{"n": 1}, "k")
+		require.ErrorAs(t, err, &sig)
+		_, err = deliver(b, noKey, map[string]any{"n": 1}, "")
+		require.ErrorAs(t, err, &rej)
+		_, err = deliver(b, valid(), map[string]any{"n": "one"}, "k")
+		require.ErrorAs(t, err, &inv)
+		require.Equal(t, "/n", inv.Issues[0].Path)
+		_, err = deliver(b, unknownOrg, map[string]any{"n": 1}, "k")
+		require.ErrorIs(t, err, app.ErrWorkflowNotFound)
+		require.Empty(t, b.runs.calls)
+	})
+
+	t.Run("OrchestratorDownIsUnavailableAndRemembersNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		b.runs.err = &app.UnavailableError{Peer: "run-orchestrator", Err: errors.New("connection refused")}
+		_, err := deliver(b, valid(), map[string]any{"n": 1}, "k")
+		var down *app.UnavailableError
+		require.ErrorAs(t, err, &down)
+		b.runs.err = nil
+		a, err := deliver(b, valid(), map[string]any{"n": 1}, "k")
+		require.NoError(t, err)
+		require.False(t, a.Deduplicated)
+	})
+}
