@@ -87,6 +87,32 @@ func TestCLI(t *testing.T) {
 		require.Equal(t, s2, requireSession(t, readCredentials(t, path), api))
 	})
 
+	t.Run("LoginWithOrgName", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t, bin, api)
+		email, password := uniqueEmail("cli-org"), "correct horse battery"
+		suffix := strings.TrimSuffix(strings.SplitN(email, "-", 3)[2], "@example.com") // "<seq>-<hex>"
+		name := "Acme CLI " + suffix
+		out := obj(t, decodeAny(t, c.ok("login", "--email", email, "--password", password, "--non-interactive", "--org-name", name).stdout))
+		require.Equal(t, true, out["signedUp"])
+		slug := out["organizationSlug"].(string)
+		require.Equal(t, "acme-cli-"+suffix, slug, "the slug is made from the name")
+		s := requireSession(t, readCredentials(t, c.credsPath), api)
+
+		// The key belongs to that organization: a workflow made with it is not in the personal one.
+		c.workflow("acme-only", `{"blocks":[{"block_id":"start","type":"trigger.manual","params":{}}],"edges":[]}`)
+		personal := c.with("SVC_CREDENTIALS=" + filepath.Join(t.TempDir(), "personal.json"))
+		p := obj(t, decodeAny(t, personal.ok("login", "--email", email, "--password", password, "--non-interactive").stdout))
+		require.Regexp(t, `^personal-[a-z0-9]{8}$`, p["organizationSlug"])
+		require.Equal(t, "[]", strings.TrimSpace(personal.ok("workflows", "list").stdout))
+		require.Contains(t, c.ok("workflows", "list").stdout, "acme-only")
+
+		// The same name again: the same organization, not a second one.
+		again := obj(t, decodeAny(t, c.ok("login", "--email", email, "--password", password, "--non-interactive", "--org-name", name).stdout))
+		require.Equal(t, s["organizationId"], again["organizationId"])
+		require.Equal(t, slug, again["organizationSlug"])
+	})
+
 	t.Run("TokenEnvWhoami", func(t *testing.T) {
 		t.Parallel()
 		c := newCLI(t, bin, api)
