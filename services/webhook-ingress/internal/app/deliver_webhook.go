@@ -88,7 +88,8 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	}
 
 	dedupeKey := idempotencyKey(r, key)
-	if id := h.lookup(ctx, dedupeKey); id != "" {
+	id, storeUp := h.lookup(ctx, dedupeKey)
+	if id != "" {
 		return Accepted{RunID: id, Deduplicated: true}, nil
 	}
 	orgID, err := h.orgs.Resolve(ctx, r.Organization)
@@ -110,7 +111,10 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	if err != nil {
 		return Accepted{}, err
 	}
-	h.remember(ctx, dedupeKey, started.RunID)
+	if storeUp {
+		// A store that just failed is not written to: the delivery would wait for it twice.
+		h.remember(ctx, dedupeKey, started.RunID)
+	}
 	return Accepted{RunID: started.RunID, Deduplicated: started.Deduplicated}, nil
 }
 
@@ -142,16 +146,17 @@ func asRejection(err error) error {
 	return &route.RejectedError{Reason: err.Error()}
 }
 
-func (h DeliverWebhookHandler) lookup(ctx context.Context, key string) string {
+// lookup returns the run the store names for key ("" when none) and whether the store answered.
+func (h DeliverWebhookHandler) lookup(ctx context.Context, key string) (string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
 	id, err := h.keys.Get(ctx, key)
 	if err != nil {
 		// The orchestrator's record still dedupes: go on without the fast path.
 		h.log.WarnContext(ctx, "idempotency store unavailable; asking the orchestrator", "err", err)
-		return ""
+		return "", false
 	}
-	return id
+	return id, true
 }
 
 func (h DeliverWebhookHandler) remember(ctx context.Context, key, runID string) {
