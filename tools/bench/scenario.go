@@ -23,6 +23,7 @@ func allScenarios() []Scenario {
 		patch1000Blocks{},
 		runStart{},
 		chain40{},
+		scheduleTick{},
 		runStartMax{},
 		chain40Slow{},
 		chain400{},
