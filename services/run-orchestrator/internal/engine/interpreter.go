@@ -88,73 +88,79 @@ func (e *Engine) lockRun(ctx context.Context, tx pgx.Tx, id string) (*loaded, er
 // change (definition, input) parsed once, the state as last read or written with its
 // revision, and the parsed outputs of the blocks that succeeded, for templates.
 type runCache struct {
-	filled              bool
-	org, workflowID     string
-	def                 run.Definition
-	input               any
-	state               run.State
-	stateRev            int64 // runs.state_rev of state; -1: state must be read
-	outputs             map[string]any
-	// locked is the run as locked by lockJob in the transaction under way, whose batch inTx
-	// sends before the commit.
-	locked *loaded
+	filled          bool
+	org, workflowID string
+	def             run.Definition
+	input           any
+	state           run.State
+	stateRev        int64 // runs.state_rev of state; -1: state must be read
+	outputs         map[string]any
 }
 
 func newRunCache() *runCache { return &runCache{stateRev: -1, outputs: map[string]any{}} }
 
-// lockJob locks the run of job for update, reading only what changed since the worker's last
-// transaction, and checks in the same statement that the job still holds the run (it is still
-// running in River's table: the sweeper finalizes a dead replica's job under the same row
-// lock). It returns nil when the job was fenced off; run.ErrNotFound when the run is gone.
-func (e *Engine) lockJob(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs], c *runCache) (*loaded, error) {
-	var (
-		l         = loaded{id: job.Args.RunID}
-		state     []byte
-		stateRev  int64
-		jobState  *string
-		def, inpt []byte
-		err       error
-	)
+// lockRow receives the run's row as locked for a job's transaction.
+type lockRow struct {
+	status            run.Status
+	seq, stateRev     int64
+	state             []byte
+	jobState          *string
+	org, workflowID   string
+	definition, input []byte
+}
+
+// queueLock queues the statement that locks the run of job for update, reading only what
+// changed since the worker's last transaction, and checks in the same statement that the job
+// still holds the run (it is still running in River's table: the sweeper finalizes a dead
+// replica's job under the same row lock).
+func queueLock(b *pgx.Batch, job *river.Job[runArgs], c *runCache, dst *lockRow) {
 	if c.filled {
-		err = tx.QueryRow(ctx, `SELECT r.status, r.change_seq, r.state_rev, CASE WHEN r.state_rev = $3 THEN NULL ELSE r.state END,
+		b.Queue(`SELECT r.status, r.change_seq, r.state_rev, CASE WHEN r.state_rev = $3 THEN NULL ELSE r.state END,
 				(SELECT j.state::text FROM river_job j WHERE j.id = $2)
-			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, l.id, job.ID, c.stateRev).
-			Scan(&l.status, &l.seq, &stateRev, &state, &jobState)
-	} else {
-		err = tx.QueryRow(ctx, `SELECT r.status, r.change_seq, r.state_rev, r.state,
-				(SELECT j.state::text FROM river_job j WHERE j.id = $2),
-				r.organization_id, r.workflow_id, r.definition, r.input
-			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, l.id, job.ID).
-			Scan(&l.status, &l.seq, &stateRev, &state, &jobState, &c.org, &c.workflowID, &def, &inpt)
+			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, job.Args.RunID, job.ID, c.stateRev).
+			QueryRow(func(row pgx.Row) error {
+				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.state, &dst.jobState)
+			})
+		return
 	}
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, run.ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("lock run %s: %w", l.id, err)
-	}
+	b.Queue(`SELECT r.status, r.change_seq, r.state_rev, r.state,
+			(SELECT j.state::text FROM river_job j WHERE j.id = $2),
+			r.organization_id, r.workflow_id, r.definition, r.input
+		FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, job.Args.RunID, job.ID).
+		QueryRow(func(row pgx.Row) error {
+			return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.state, &dst.jobState,
+				&dst.org, &dst.workflowID, &dst.definition, &dst.input)
+		})
+}
+
+// loaded turns the locked row into the run, through the worker's cache. It returns nil when
+// the job was fenced off.
+func (r *lockRow) loaded(job *river.Job[runArgs], c *runCache) (*loaded, error) {
 	if !c.filled {
-		if c.def, err = run.ParseDefinition(def); err != nil {
+		def, err := run.ParseDefinition(r.definition)
+		if err != nil {
 			return nil, err
 		}
-		if err := json.Unmarshal(inpt, &c.input); err != nil {
+		var input any
+		if err := json.Unmarshal(r.input, &input); err != nil {
 			return nil, fmt.Errorf("run input: %w", err)
 		}
-		c.filled = true
+		c.org, c.workflowID, c.def, c.input, c.filled = r.org, r.workflowID, def, input, true
 	}
-	if jobState == nil || *jobState != string(rivertype.JobStateRunning) {
+	if r.jobState == nil || *r.jobState != string(rivertype.JobStateRunning) {
 		return nil, nil // the sweeper took this run over: this worker writes nothing
 	}
-	if stateRev != c.stateRev || state != nil {
-		if c.state, err = run.ParseState(state); err != nil {
+	if r.stateRev != c.stateRev || r.state != nil {
+		st, err := run.ParseState(r.state)
+		if err != nil {
 			return nil, err
 		}
-		c.stateRev = stateRev
+		c.state, c.stateRev = st, r.stateRev
 	}
-	l.org, l.workflowID, l.def, l.input, l.state = c.org, c.workflowID, c.def, c.input, c.state
-	l.stateRev, l.batch = stateRev, &pgx.Batch{}
-	c.locked = &l
-	return &l, nil
+	return &loaded{
+		id: job.Args.RunID, org: c.org, workflowID: c.workflowID, status: r.status, def: c.def, input: c.input,
+		state: c.state, seq: r.seq, stateRev: r.stateRev, batch: &pgx.Batch{},
+	}, nil
 }
 
 // save writes the run's interpreter state, status and change sequence, and finishes it when
@@ -232,49 +238,81 @@ func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) error {
 	}()
 	c := newRunCache()
 	var st *step
-	err := e.inTx(runCtx, c, func(ctx context.Context, tx pgx.Tx) error {
-		l, err := e.lockJob(ctx, tx, job, c)
-		if errors.Is(err, run.ErrNotFound) {
-			return e.complete(ctx, tx, job)
-		}
-		if err != nil || l == nil {
-			return err
+	err := e.inJobTx(runCtx, job, c, func(ctx context.Context, tx pgx.Tx, l *loaded) error {
+		if l == nil {
+			return nil
 		}
 		if l.status.Terminal() {
 			return e.complete(ctx, tx, job)
 		}
+		var err error
 		st, err = e.proceed(ctx, tx, job, l, c)
 		return err
 	})
+	if errors.Is(err, run.ErrNotFound) {
+		// No such run (it cannot be deleted today): the job has nothing to drive.
+		return pgx.BeginFunc(context.WithoutCancel(ctx), e.pool, func(tx pgx.Tx) error { return e.complete(ctx, tx, job) })
+	}
 	for err == nil && st != nil {
 		st, err = e.execute(runCtx, job, st, c)
 	}
 	return err
 }
 
-// inTx runs fn in a transaction that ignores ctx's cancellation (a result is recorded even when
-// the run was cancelled while its connector ran); a failed transaction empties the worker's
-// cache of the run's state, which fn may have changed in memory.
-func (e *Engine) inTx(ctx context.Context, c *runCache, fn func(ctx context.Context, tx pgx.Tx) error) error {
-	wctx := context.WithoutCancel(ctx)
-	err := pgx.BeginFunc(wctx, e.pool, func(tx pgx.Tx) error {
-		c.locked = nil
-		if err := fn(wctx, tx); err != nil {
-			return err
+// inJobTx runs fn in a transaction on the run of job, locked for update (l is nil when the
+// job was fenced off: fn must write nothing). The transaction takes two round trips to
+// Postgres: BEGIN travels with the lock, and COMMIT with the writes fn queued in l's batch
+// (statements fn runs itself, River's included, go at once). It ignores ctx's cancellation:
+// a result is recorded even when the run was cancelled while its connector ran. A failed
+// transaction empties the worker's cache of the run's state, which fn may have changed in
+// memory; the run gone is run.ErrNotFound.
+func (e *Engine) inJobTx(ctx context.Context, job *river.Job[runArgs], c *runCache, fn func(ctx context.Context, tx pgx.Tx, l *loaded) error) (err error) {
+	ctx = context.WithoutCancel(ctx)
+	defer func() {
+		if err != nil {
+			c.stateRev = -1
 		}
-		if c.locked == nil || c.locked.batch.Len() == 0 {
-			return nil
-		}
-		if err := tx.SendBatch(wctx, c.locked.batch).Close(); err != nil {
-			return fmt.Errorf("write run %s: %w", c.locked.id, err)
-		}
-		return nil
-	})
-	c.locked = nil
+	}()
+	pc, err := e.pool.Acquire(ctx)
 	if err != nil {
-		c.stateRev = -1
+		return fmt.Errorf("acquire a connection: %w", err)
 	}
-	return err
+	// Release destroys a connection left inside a transaction rather than reuse it.
+	defer pc.Release()
+	conn := pc.Conn()
+	lock := &pgx.Batch{}
+	lock.Queue("BEGIN")
+	var row lockRow
+	queueLock(lock, job, c, &row)
+	if err := conn.SendBatch(ctx, lock).Close(); err != nil {
+		rollback(ctx, conn)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return run.ErrNotFound
+		}
+		return fmt.Errorf("lock run %s: %w", job.Args.RunID, err)
+	}
+	l, err := row.loaded(job, c)
+	if err == nil {
+		err = fn(ctx, connTx{conn}, l)
+	}
+	if err != nil {
+		rollback(ctx, conn)
+		return err
+	}
+	writes := &pgx.Batch{}
+	if l != nil {
+		writes = l.batch
+	}
+	writes.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, writes).Close(); err != nil {
+		rollback(ctx, conn)
+		return fmt.Errorf("write run %s: %w", job.Args.RunID, err)
+	}
+	if st := conn.PgConn().TxStatus(); st != 'I' {
+		rollback(ctx, conn)
+		return fmt.Errorf("write run %s: the commit left the connection in transaction state %q", job.Args.RunID, st)
+	}
+	return nil
 }
 
 // proceed decides what the run does next, in the transaction that locked it (l is not
@@ -410,12 +448,11 @@ func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step,
 			retryIn time.Duration
 			next    *step
 		)
-		err := e.inTx(ctx, c, func(ctx context.Context, tx pgx.Tx) error {
-			l, err := e.lockJob(ctx, tx, job, c)
-			if err != nil || l == nil {
-				// nil: this replica was taken for dead and its attempt marked lost; the
-				// result is dropped, another replica runs the block.
-				return err
+		err := e.inJobTx(ctx, job, c, func(ctx context.Context, tx pgx.Tx, l *loaded) error {
+			if l == nil {
+				// This replica was taken for dead and its attempt marked lost: the result is
+				// dropped, another replica runs the block.
+				return nil
 			}
 			if l.status.Terminal() {
 				// Cancelled while the connector ran: the cancel already recorded the attempt
@@ -472,11 +509,10 @@ func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step,
 		again := *st
 		again.attempt++
 		stop := false
-		err = e.inTx(ctx, c, func(ctx context.Context, tx pgx.Tx) error {
-			l, err := e.lockJob(ctx, tx, job, c)
-			if err != nil || l == nil || l.status.Terminal() {
+		err = e.inJobTx(ctx, job, c, func(ctx context.Context, tx pgx.Tx, l *loaded) error {
+			if l == nil || l.status.Terminal() {
 				stop = true
-				return err
+				return nil
 			}
 			if err := e.beginAttempt(ctx, tx, l, &again); err != nil {
 				return err
@@ -586,10 +622,9 @@ func (e *Engine) suspend(ctx context.Context, job *river.Job[runArgs], st *step,
 		wakeAt time.Time
 		next   *step
 	)
-	err := e.inTx(ctx, c, func(ctx context.Context, tx pgx.Tx) error {
-		l, err := e.lockJob(ctx, tx, job, c)
-		if err != nil || l == nil {
-			return err
+	err := e.inJobTx(ctx, job, c, func(ctx context.Context, tx pgx.Tx, l *loaded) error {
+		if l == nil {
+			return nil
 		}
 		if l.status.Terminal() {
 			if err := e.endAttempt(ctx, tx, l, st.attemptID, "cancelled", nil, map[string]any{"message": "run " + string(l.status)}); err != nil {
@@ -629,11 +664,12 @@ func (e *Engine) suspend(ctx context.Context, job *river.Job[runArgs], st *step,
 		if w.Kind == "signal" {
 			sig = &w.Signal
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO waits (run_id, block_id, kind, signal_name, wake_at, attempt_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+		if err := l.exec(ctx, tx, `INSERT INTO waits (run_id, block_id, kind, signal_name, wake_at, attempt_id) VALUES ($1, $2, $3, $4, $5, $6)`,
 			st.runID, st.block.ID, w.Kind, sig, wake, st.attemptID); err != nil {
 			return fmt.Errorf("insert wait: %w", err)
 		}
 		bs.Status = run.BlockWaiting
+		var err error
 		next, err = e.proceed(ctx, tx, job, l, c)
 		return err
 	})
