@@ -10,6 +10,7 @@ ALL_PKGS    := $(addsuffix /...,$(MODULES))
 NON_E2E     := $(filter-out svc.dev/e2e/...,$(ALL_PKGS))
 GOTESTSUM   := go tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --hide-summary=skipped
 TESTFLAGS   ?=
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: help
 help: ## list the targets
@@ -33,6 +34,10 @@ test/integration: ## all tests against real Postgres and Redis, e2e included
 .PHONY: e2e
 e2e: ## black-box tests of the whole system through the gateway
 	$(GOTESTSUM) -- -count=1 svc.dev/e2e/... $(TESTFLAGS)
+
+.PHONY: svc
+svc: ## build the svc command-line client into bin/svc
+	go build -ldflags "-X svc.dev/libs/buildinfo.version=$(VERSION)" -o bin/svc ./tools/svc
 
 .PHONY: bench
 bench: ## benchmark scenarios; results are appended to bench/RESULTS.md
