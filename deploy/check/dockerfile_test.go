@@ -1,11 +1,14 @@
 package check_test
 
 import (
+	"debug/buildinfo"
+	"debug/elf"
 	"go/ast"
 	"go/parser"
 	"go/token"
 	"go/version"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -194,4 +197,35 @@ func slicesContainsPrefix(ins []check.Instruction, args string) bool {
 		}
 	}
 	return false
+}
+
+// TestProbeBinaryStatic builds the probe the way the Dockerfile does (CGO_ENABLED=0, linux) and
+// reads the result: an ELF with no interpreter and no dynamic section runs on distroless
+// static, which has no libc.
+func TestProbeBinaryStatic(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	out := filepath.Join(t.TempDir(), "probe")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./deploy/check/cmd/probe")
+	cmd.Dir = b.root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+	msg, err := cmd.CombinedOutput()
+	require.NoError(t, err, "%s", msg)
+
+	f, err := elf.Open(out)
+	require.NoError(t, err)
+	defer f.Close()
+	for _, p := range f.Progs {
+		require.NotEqual(t, elf.PT_INTERP, p.Type, "the probe asks for a dynamic loader")
+		require.NotEqual(t, elf.PT_DYNAMIC, p.Type, "the probe is dynamically linked")
+	}
+	info, err := buildinfo.ReadFile(out)
+	require.NoError(t, err)
+	var cgo string
+	for _, s := range info.Settings {
+		if s.Key == "CGO_ENABLED" {
+			cgo = s.Value
+		}
+	}
+	require.Equal(t, "0", cgo)
 }
