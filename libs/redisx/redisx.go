@@ -25,7 +25,10 @@ func Open(url string, tp trace.TracerProvider, mp metric.MeterProvider) (*redis.
 	}
 	c := redis.NewClient(opts)
 	if tp != nil {
-		if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tp)); err != nil {
+		// No caller file:line (a stack walk per command: 7% of the gateway's CPU) and no
+		// statement text (commands carry keys and values, which traces should not).
+		if err := redisotel.InstrumentTracing(c, redisotel.WithTracerProvider(tp),
+			redisotel.WithCallerEnabled(false), redisotel.WithDBStatement(false)); err != nil {
 			return nil, fmt.Errorf("instrument redis: %w", err)
 		}
 	}
