@@ -72,9 +72,9 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	if err != nil {
 		return Accepted{}, err
 	}
-	key, err := r.IdempotencyKey(d.Request)
+	key, err := h.idempotencyKey(ctx, r, d.Request)
 	if err != nil {
-		return Accepted{}, asRejection(err)
+		return Accepted{}, err
 	}
 	if key == "" {
 		return Accepted{}, &route.RejectedError{Reason: "the delivery has no idempotency key"}
@@ -132,6 +132,21 @@ func (h DeliverWebhookHandler) fromRequest(ctx context.Context, r route.Route, r
 		return nil, asRejection(err)
 	}
 	return input, nil
+}
+
+// idempotencyKey runs the route's IdempotencyKey, with the same guard as fromRequest.
+func (h DeliverWebhookHandler) idempotencyKey(ctx context.Context, r route.Route, req route.Request) (key string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			h.log.ErrorContext(ctx, "webhook route panicked", "route", r.ID(), "panic", v)
+			key, err = "", &route.RejectedError{Reason: "the route could not read this delivery"}
+		}
+	}()
+	key, err = r.IdempotencyKey(req)
+	if err != nil {
+		return "", asRejection(err)
+	}
+	return key, nil
 }
 
 // asRejection keeps a route's typed errors and makes any other error a rejection.

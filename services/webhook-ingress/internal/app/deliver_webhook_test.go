@@ -140,6 +140,8 @@ func TestDeliverWebhook(t *testing.T) {
 		badSig := valid()
 		badSig.FromRequest = func(context.Context, route.Request) (any, error) { return nil, &route.SignatureError{Reason: "wrong"} }
 		noKey := valid()
+		keyPanics := valid()
+		keyPanics.IdempotencyKey = func(route.Request) (string, error) { panic("boom") }
 		unknownOrg := valid()
 		unknownOrg.Organization = "nobody"
 
@@ -156,6 +158,8 @@ func TestDeliverWebhook(t *testing.T) {
 		_, err = deliver(b, badSig, map[string]any{"n": 1}, "k")
 		require.ErrorAs(t, err, &sig)
 		_, err = deliver(b, noKey, map[string]any{"n": 1}, "")
+		require.ErrorAs(t, err, &rej)
+		_, err = deliver(b, keyPanics, map[string]any{"n": 1}, "k")
 		require.ErrorAs(t, err, &rej)
 		_, err = deliver(b, valid(), map[string]any{"n": "one"}, "k")
 		require.ErrorAs(t, err, &inv)
