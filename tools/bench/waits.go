@@ -22,7 +22,8 @@ import (
 // sleepLateness measures how late a durable sleep wakes (issue 5: p99 ≤ 25 ms; Temporal's
 // timers wake 9–17 ms late here). Runs of trigger.manual → wait {duration: 200ms} → log are
 // started open loop at the scenario's rate (50/s by default) for the warm-up and -duration;
-// once they have all finished, the logs of every run created in the measured window give:
+// once they have all finished, the logs of every run created after the warm-up (by its
+// createdAt: a request of the warm-up that the server took late counts) give:
 //   - the wait attempt's finishedAt − (its startedAt + 200 ms): when the wait was released
 //     (the row that checks the target);
 //   - the next block's attempt startedAt − (the wait's startedAt + 200 ms): when the run went
@@ -157,7 +158,7 @@ func (s sleepLateness) Run(ctx context.Context, env Env) ([]Result, error) {
 	nst := durationStats(next, failed, "")
 	sst := durationStats(slept, failed, "")
 	for _, x := range []*Stats{&rst, &nst, &sst} {
-		x.TargetRate = env.Rate
+		x.TargetRate, x.AchievedRate = st.TargetRate, st.AchievedRate // the runs' rate: the values are lateness
 	}
 	note := fmt.Sprintf("target (issue 5: sleep wake-up lateness p99 ≤ %d ms) at %.0f runs/s, %d runs sleeping %s: wait released (finishedAt − startedAt − %s) p50 %s / p99 %s / max %s ms, %s; next block started p50 %s / p99 %s ms; slept_ms − %d p50 %s / p99 %s ms.",
 		sleepLateTarget.Milliseconds(), env.Rate, len(released), sleepFor, sleepFor, millis(rst.P50), millis(rst.P99), millis(rst.Max), verdict(rst.P99 <= sleepLateTarget),
@@ -178,7 +179,8 @@ func (s sleepLateness) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // signalResume measures signal → resume (issue 5: p99 ≤ 50 ms). Runs of trigger.manual →
 // wait {signal: "go"} → log, signalWorkers at a time: each worker starts a run, polls it every
-// signalPoll until it is waiting, takes the time T and sends POST /api/runs/:id/signals
+// signalPoll until it is waiting on the signal (the run's status and its waiting block are
+// committed with the waits row), takes the time T and sends POST /api/runs/:id/signals
 // {name: "go"}, then polls until the run is completed. From the logs: the log block's attempt
 // startedAt − T (the run went on; the row that checks the target) and the run's finishedAt − T.
 // signalWarmupRuns runs are not recorded, signalRuns are. The server timestamps are truncated
@@ -425,7 +427,9 @@ func (s waitingRSS) Run(ctx context.Context, env Env) ([]Result, error) {
 	// Whatever was started is cancelled, also after an error.
 	defer func() {
 		t0 := time.Now()
-		cerr := forEach(context.WithoutCancel(ctx), len(ids), waitingFillWorker, func(ctx context.Context, i int) error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+		defer cancel()
+		cerr := forEach(cctx, len(ids), waitingFillWorker, func(ctx context.Context, i int) error {
 			if ids[i] == "" {
 				return nil
 			}
