@@ -23,7 +23,7 @@ func BenchmarkChain(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				id := bundle.startRun(b, "wf_chain", nil)
-				for status := ""; status != "completed"; time.Sleep(200 * time.Microsecond) {
+				for status := ""; status != "completed"; time.Sleep(time.Millisecond) {
 					if err := pool.QueryRow(b.Context(), `SELECT status FROM orchestrator.runs WHERE id = $1`, id).Scan(&status); err != nil {
 						b.Fatal(err)
 					}
