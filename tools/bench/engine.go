@@ -308,7 +308,8 @@ func runTarget(env Env, acct account, wf string, check func([]byte) error) Targe
 }
 
 // durationStats is Stats over values that are not request latencies (lateness, gaps between
-// server timestamps): n values plus failures, no rates.
+// server timestamps): n values plus failures; the caller sets the rates where they mean
+// something.
 func durationStats(vals []time.Duration, failures int, firstErr string) Stats {
 	return sequentialStats(vals, failures, firstErr, 0)
 }
@@ -321,9 +322,10 @@ func errorsIn(st Stats) bool { return st.TransportErrors+st.StatusErrors > 0 }
 // runStartMax finds the highest rate of POST /api/workflows/:id/run through the gateway with an
 // API key (run-start's request: trigger.manual → log, empty body, a 202 with a runId) that
 // holds p99 ≤ 100 ms (issue 5: ≥ 1,000 runs/s). It steps the open-loop rate up the ladder
-// runStartSteps, each step a phase of its own (warm-up min(-duration… see stepPhase) and
-// stops at the first step that misses: p99 over 100 ms, any error, or an achieved rate under
-// 95% of the target (the system fell behind). Between steps it waits until the runs the step
+// runStartSteps, each step a phase of its own (a warm-up of at most 1 s and a measured part
+// of at most 5 s: -duration and the warm-up when shorter), and stops at the first step that
+// misses: p99 over 100 ms, any error, or an achieved rate under 95% of the target (the system
+// fell behind). Between steps it waits until the runs the step
 // started have finished, so each step starts from an idle engine. One row per step; the note
 // names the best rate that held. -rate does not apply.
 type runStartMax struct{}
