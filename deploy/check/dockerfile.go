@@ -2,6 +2,7 @@ package check
 
 import (
 	"bufio"
+	"bytes"
 	"os"
 	"strings"
 )
@@ -30,11 +31,10 @@ type Dockerfile struct {
 // dropped, backslash continuations joined, instructions grouped by stage. It is enough to
 // check what an image is built from and how; it does not evaluate anything.
 func ParseDockerfile(path string) (*Dockerfile, error) {
-	f, err := os.Open(path)
+	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
 	df := &Dockerfile{GlobalArgs: map[string]string{}}
 	var (
 		cur   strings.Builder
@@ -72,7 +72,7 @@ func ParseDockerfile(path string) (*Dockerfile, error) {
 			last.Instructions = append(last.Instructions, in)
 		}
 	}
-	sc := bufio.NewScanner(f)
+	sc := bufio.NewScanner(bytes.NewReader(src))
 	for sc.Scan() {
 		n++
 		line := sc.Text()

@@ -214,7 +214,7 @@ func TestProbeBinaryStatic(t *testing.T) {
 
 	f, err := elf.Open(out)
 	require.NoError(t, err)
-	defer f.Close()
+	t.Cleanup(func() { _ = f.Close() })
 	for _, p := range f.Progs {
 		require.NotEqual(t, elf.PT_INTERP, p.Type, "the probe asks for a dynamic loader")
 		require.NotEqual(t, elf.PT_DYNAMIC, p.Type, "the probe is dynamically linked")

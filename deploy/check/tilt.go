@@ -1,10 +1,10 @@
 package check
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"go.starlark.net/starlark"
 	"go.starlark.net/syntax"
@@ -95,7 +95,8 @@ func RunTiltfile(root string) (*Tilt, error) {
 		Print: func(*starlark.Thread, string) {},
 	}
 	if _, err := starlark.ExecFileOptions(tiltDialect(), thread, "Tiltfile", src, predeclared); err != nil {
-		if ee, ok := err.(*starlark.EvalError); ok {
+		var ee *starlark.EvalError
+		if errors.As(err, &ee) {
 			return nil, fmt.Errorf("%s", ee.Backtrace())
 		}
 		return nil, err
@@ -342,6 +343,3 @@ func (t *Tilt) Resources() map[string]bool {
 	}
 	return res
 }
-
-// trimDotSlash makes "./x" and "x" the same path.
-func trimDotSlash(p string) string { return strings.TrimPrefix(filepath.Clean(p), "./") }
