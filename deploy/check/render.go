@@ -162,8 +162,8 @@ func (r *Rendered) PDBs() []*policyv1.PodDisruptionBudget {
 }
 
 // Env is the environment a container starts with, as far as the rendered objects say: its
-// env entries (literal values; a value from a Secret is "<secret>" when the Secret and key
-// exist) and every key of the ConfigMaps and Secrets in envFrom. Missing is every reference
+// env entries (literal values, or the value of the ConfigMap or Secret key they name) and
+// every key of the ConfigMaps and Secrets in envFrom. Missing is every reference
 // that does not resolve to an object (or key) in r.
 func (r *Rendered) Env(c corev1.Container) (env map[string]string, missing []string) {
 	env = map[string]string{}
@@ -184,11 +184,11 @@ func (r *Rendered) Env(c corev1.Container) (env map[string]string, missing []str
 				missing = append(missing, "Secret "+from.SecretRef.Name)
 				continue
 			}
-			for k := range s.Data {
-				env[from.Prefix+k] = "<secret>"
+			for k, v := range s.Data {
+				env[from.Prefix+k] = string(v)
 			}
-			for k := range s.StringData {
-				env[from.Prefix+k] = "<secret>"
+			for k, v := range s.StringData {
+				env[from.Prefix+k] = v
 			}
 		}
 	}
@@ -198,8 +198,10 @@ func (r *Rendered) Env(c corev1.Container) (env map[string]string, missing []str
 			env[e.Name] = e.Value
 		case e.ValueFrom.SecretKeyRef != nil:
 			ref := e.ValueFrom.SecretKeyRef
-			if s := r.Secret(ref.Name); s != nil && (len(s.Data[ref.Key]) > 0 || s.StringData[ref.Key] != "") {
-				env[e.Name] = "<secret>"
+			if s := r.Secret(ref.Name); s != nil && len(s.Data[ref.Key]) > 0 {
+				env[e.Name] = string(s.Data[ref.Key])
+			} else if s != nil && s.StringData[ref.Key] != "" {
+				env[e.Name] = s.StringData[ref.Key]
 			} else if ref.Optional == nil || !*ref.Optional {
 				missing = append(missing, "Secret "+ref.Name+" key "+ref.Key)
 			}

@@ -30,6 +30,10 @@ type Read struct {
 	Pkg string
 	// Pos is file:line, for messages.
 	Pos string
+	// Args are the call's other arguments as Go constants (string or integer literals, or
+	// constants of the same package), and ArgsKnown says whether every one of them was.
+	Args      []string
+	ArgsKnown bool
 }
 
 // Required says the setting has no default: env.Reader's Required and Secret.
@@ -64,15 +68,19 @@ func SettingsRead(ctx context.Context, root string, services []string) (map[stri
 	reads := map[string][]Read{}
 	fset := token.NewFileSet()
 	for path, p := range pkgs {
+		var files []*ast.File
 		for _, name := range p.files {
 			if name == "" {
 				continue
 			}
-			file := filepath.Join(p.dir, name)
-			f, err := parser.ParseFile(fset, file, nil, parser.SkipObjectResolution)
+			f, err := parser.ParseFile(fset, filepath.Join(p.dir, name), nil, parser.SkipObjectResolution)
 			if err != nil {
 				return nil, err
 			}
+			files = append(files, f)
+		}
+		consts := packageConsts(files)
+		for _, f := range files {
 			ast.Inspect(f, func(n ast.Node) bool {
 				// "SVC_WEBHOOK_" + key + "_SECRET": a family of settings, recorded as the
 				// pattern SVC_WEBHOOK_*_SECRET.
@@ -106,7 +114,13 @@ func SettingsRead(ctx context.Context, root string, services []string) (map[stri
 				}
 				pos := fset.Position(lit.Pos())
 				rel, _ := filepath.Rel(root, pos.Filename)
-				reads[path] = append(reads[path], Read{Name: s, Method: method, Pkg: path, Pos: fmt.Sprintf("%s:%d", rel, pos.Line)})
+				rd := Read{Name: s, Method: method, Pkg: path, Pos: fmt.Sprintf("%s:%d", rel, pos.Line), ArgsKnown: true}
+				for _, a := range call.Args[1:] {
+					v, ok := constValue(a, consts)
+					rd.Args = append(rd.Args, v)
+					rd.ArgsKnown = rd.ArgsKnown && ok
+				}
+				reads[path] = append(reads[path], rd)
 				return true
 			})
 		}
@@ -154,6 +168,54 @@ func namePattern(e *ast.BinaryExpr) (string, bool) {
 
 // settingPattern is a setting name with * for the parts computed at run time.
 var settingPattern = regexp.MustCompile(`^(SVC|OTEL)_[A-Z0-9_*]+$`)
+
+// packageConsts maps the package-level constants of files whose value is a literal to that
+// value (MailNone = "none").
+func packageConsts(files []*ast.File) map[string]string {
+	consts := map[string]string{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			g, ok := d.(*ast.GenDecl)
+			if !ok || g.Tok != token.CONST {
+				continue
+			}
+			for _, spec := range g.Specs {
+				vs := spec.(*ast.ValueSpec)
+				for i, id := range vs.Names {
+					if i < len(vs.Values) {
+						if v, ok := constValue(vs.Values[i], nil); ok {
+							consts[id.Name] = v
+						}
+					}
+				}
+			}
+		}
+	}
+	return consts
+}
+
+// constValue evaluates a string or integer literal, or a constant in consts, as text.
+func constValue(e ast.Expr, consts map[string]string) (string, bool) {
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		switch e.Kind {
+		case token.STRING:
+			s, err := strconv.Unquote(e.Value)
+			return s, err == nil
+		case token.INT:
+			n, err := strconv.ParseInt(e.Value, 0, 64)
+			return strconv.FormatInt(n, 10), err == nil
+		}
+	case *ast.Ident:
+		v, ok := consts[e.Name]
+		return v, ok
+	case *ast.UnaryExpr:
+		if v, ok := constValue(e.X, consts); ok && e.Op == token.SUB {
+			return "-" + v, true
+		}
+	}
+	return "", false
+}
 
 // isImportName says whether name is a package imported by f (os in os.Getenv).
 func isImportName(f *ast.File, name string) bool {

@@ -4,12 +4,14 @@ import (
 	"context"
 	"path"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/deploy/check"
+	"svc.dev/libs/env"
 )
 
 // optionalHeading is the section of deploy/README.md that lists the settings the manifests
@@ -104,6 +106,86 @@ func TestSettingsDeployed(t *testing.T) {
 	for n := range optional {
 		require.True(t, readAnywhere[n], "deploy/README.md lists %s, which no service reads", n)
 	}
+}
+
+// TestSettingsValid: every value the manifests give a setting passes the reader the code
+// reads it with (libs/env: Addr, URL and its schemes, Int and its bounds, Duration, Secret and
+// its length, OneOf and its choices), so a deployment never stops at start-up on a bad value.
+func TestSettingsValid(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	reads, err := check.SettingsRead(context.Background(), b.root, b.services)
+	require.NoError(t, err)
+	env := loadDeployedEnv(t, b)
+	var checked int
+	for _, svc := range b.services {
+		for _, rd := range reads[svc] {
+			for where, set := range map[string]map[string]string{"k8s": env.k8s[svc], "compose": env.compose[svc]} {
+				v, ok := set[rd.Name]
+				if !ok {
+					continue
+				}
+				err, known := validate(rd, v)
+				if known {
+					checked++
+				}
+				require.NoError(t, err, "%s %s: %s=%q (read at %s)", where, svc, rd.Name, v, rd.Pos)
+			}
+		}
+	}
+	require.Greater(t, checked, 20, "too few settings checked: the scan or the readers changed")
+}
+
+// TestStoresDeployed: a service that opens Postgres (or Redis) at start-up, by its own
+// boot.Needs, is given SVC_DATABASE_URL (or SVC_REDIS_URL) everywhere it is deployed; the
+// defaults point at 127.0.0.1, where no container has a database.
+func TestStoresDeployed(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	env := loadDeployedEnv(t, b)
+	for _, svc := range b.services {
+		needs, err := check.StoreNeeds(b.root, svc)
+		require.NoError(t, err)
+		for where, set := range map[string]map[string]string{"k8s": env.k8s[svc], "compose": env.compose[svc]} {
+			if needs.Postgres {
+				require.Contains(t, set, "SVC_DATABASE_URL", "%s: %s needs Postgres", where, svc)
+			}
+			if needs.Redis {
+				require.Contains(t, set, "SVC_REDIS_URL", "%s: %s needs Redis", where, svc)
+			}
+		}
+	}
+}
+
+// validate runs value through the libs/env reader method rd was read with. known is false
+// when the method or its arguments are not known statically; then nothing is checked.
+func validate(rd check.Read, value string) (err error, known bool) {
+	r := env.New(func(name string) (string, bool) { return value, name == rd.Name })
+	arg := func(i int) int {
+		n, _ := strconv.Atoi(rd.Args[i])
+		return n
+	}
+	switch {
+	case rd.Method == "Addr":
+		r.Addr(rd.Name, "")
+	case rd.Method == "Duration":
+		r.Duration(rd.Name, 0)
+	case rd.Method == "Bool":
+		r.Bool(rd.Name, false)
+	case !rd.ArgsKnown:
+		return nil, false
+	case rd.Method == "URL" && len(rd.Args) >= 1:
+		r.URL(rd.Name, rd.Args[0], rd.Args[1:]...)
+	case rd.Method == "Int" && len(rd.Args) == 3:
+		r.Int(rd.Name, arg(0), arg(1), arg(2))
+	case rd.Method == "Secret" && len(rd.Args) == 1:
+		r.Secret(rd.Name, arg(0))
+	case rd.Method == "OneOf" && len(rd.Args) >= 1:
+		r.OneOf(rd.Name, rd.Args[0], rd.Args[1:]...)
+	default:
+		return nil, false
+	}
+	return r.Err(), true
 }
 
 // matchesAny says whether name is one of the names read, or matches one of the patterns read
