@@ -161,8 +161,8 @@ func TestWebhooks(t *testing.T) {
 				}
 			})
 		}
-		// None of them started a run: the workflow has only the run of StandardWebhooksRun.
-		require.Len(t, runsOf(t, u, eventsWF), 2, "the first subtest's run and the github-keyed one")
+		// None of them started a run: on-event has only the runs of the two subtests before.
+		require.Len(t, runsOf(t, u, eventsWF), 2, "msg_one and the Standard Webhooks delivery keyed gh-delivery-1")
 	})
 
 	t.Run("ExactlyOnceUnderConcurrentRedeliveryAndAfterFlush", func(t *testing.T) {
