@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -26,6 +27,7 @@ import (
 	"svc.dev/proto/gen/editor/v1/editorv1connect"
 	orchestratorv1 "svc.dev/proto/gen/orchestrator/v1"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
+	"svc.dev/services/scheduler/internal/app/command"
 	"svc.dev/services/scheduler/internal/service"
 )
 
@@ -153,7 +155,11 @@ func start(t *testing.T, mod func(*service.Config)) *system {
 	if mod != nil {
 		mod(&cfg)
 	}
-	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	logger := slog.New(slog.DiscardHandler)
+	if os.Getenv("TMPLOG") != "" {
+		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	app, err := service.NewApplication(context.Background(), cfg, logger)
 	require.NoError(t, err)
 	t.Cleanup(app.Close)
 	srv := httptest.NewServer(app.Handler())
@@ -385,7 +391,7 @@ func TestTick(t *testing.T) {
 		t.Parallel()
 		sys := start(t, func(c *service.Config) {
 			// Small batches: many transactions of many ticks meet on the same rows.
-			c.TickSizes.ClaimBatch, c.TickSizes.DispatchBatch, c.TickSizes.DispatchWorkers, c.TickSizes.Concurrency = 50, 20, 3, 8
+			c.TickSizes = command.TickConfig{ClaimBatch: 50, ClaimWorkers: 3, DispatchBatch: 20, DispatchWorkers: 3, Concurrency: 8}
 		})
 		b := sys.setup(t)
 		wf := b.workflow(t)

@@ -14,6 +14,8 @@ import (
 type TickConfig struct {
 	// ClaimBatch is how many due schedules one claim transaction takes.
 	ClaimBatch int
+	// ClaimWorkers is how many claim transactions run at once.
+	ClaimWorkers int
 	// DispatchBatch is how many pending fires one dispatch transaction locks.
 	DispatchBatch int
 	// DispatchWorkers is how many dispatch transactions run at once.
@@ -24,7 +26,7 @@ type TickConfig struct {
 
 // DefaultTickConfig is what the service runs with.
 func DefaultTickConfig() TickConfig {
-	return TickConfig{ClaimBatch: 500, DispatchBatch: 100, DispatchWorkers: 4, Concurrency: 16}
+	return TickConfig{ClaimBatch: 250, ClaimWorkers: 3, DispatchBatch: 100, DispatchWorkers: 4, Concurrency: 16}
 }
 
 // TickResult is what one tick did: how many (schedule, cutoff) it claimed, and the outcome of
@@ -50,7 +52,7 @@ func NewTickHandler(queue schedule.FireQueue, dispatcher Dispatcher, cfg TickCon
 	if queue == nil || dispatcher == nil || now == nil || log == nil {
 		panic("nil dependency")
 	}
-	if cfg.ClaimBatch < 1 || cfg.DispatchBatch < 1 || cfg.DispatchWorkers < 1 || cfg.Concurrency < 1 {
+	if cfg.ClaimBatch < 1 || cfg.ClaimWorkers < 1 || cfg.DispatchBatch < 1 || cfg.DispatchWorkers < 1 || cfg.Concurrency < 1 {
 		panic("tick config: every size must be positive")
 	}
 	return TickHandler{queue: queue, dispatcher: dispatcher, cfg: cfg, now: now, log: log}
@@ -62,32 +64,40 @@ func NewTickHandler(queue schedule.FireQueue, dispatcher Dispatcher, cfg TickCon
 func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
 	now := h.now()
 	var (
-		mu       sync.Mutex
-		res      TickResult
-		claimErr error
-		wg       sync.WaitGroup
+		mu  sync.Mutex
+		res TickResult
+		wg  sync.WaitGroup
 	)
 	claimed := make(chan struct{}, 1) // a nudge: new pending fires exist
 	claimDone := make(chan struct{})
+	began := time.Now()
+	claimErrs := make([]error, h.cfg.ClaimWorkers)
+	var claimers sync.WaitGroup
+	for c := range h.cfg.ClaimWorkers {
+		claimers.Go(func() {
+			for {
+				fires, err := h.queue.ClaimDue(ctx, now, h.cfg.ClaimBatch)
+				if err != nil {
+					claimErrs[c] = err
+					return
+				}
+				if len(fires) == 0 {
+					return
+				}
+				mu.Lock()
+				res.Claimed += len(fires)
+				mu.Unlock()
+				select {
+				case claimed <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
 	go func() {
-		defer close(claimDone)
-		for {
-			fires, err := h.queue.ClaimDue(ctx, now, h.cfg.ClaimBatch)
-			if err != nil {
-				claimErr = err
-				return
-			}
-			if len(fires) == 0 {
-				return
-			}
-			mu.Lock()
-			res.Claimed += len(fires)
-			mu.Unlock()
-			select {
-			case claimed <- struct{}{}:
-			default:
-			}
-		}
+		claimers.Wait()
+		h.log.DebugContext(ctx, "tick: claims done", "ms", time.Since(began).Milliseconds())
+		close(claimDone)
 	}()
 	errs := make([]error, h.cfg.DispatchWorkers)
 	for w := range h.cfg.DispatchWorkers {
@@ -129,16 +139,13 @@ func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
 	}
 	wg.Wait()
 	<-claimDone
-	if claimErr != nil {
-		return res, fmt.Errorf("tick: %w", claimErr)
-	}
-	for _, err := range errs {
+	for _, err := range append(claimErrs, errs...) {
 		if err != nil {
 			return res, fmt.Errorf("tick: %w", err)
 		}
 	}
 	if n := len(res.Failed); res.Claimed > 0 || n > 0 {
-		h.log.InfoContext(ctx, "tick", "claimed", res.Claimed, "fired", len(res.Fired), "failed", n)
+		h.log.InfoContext(ctx, "tick", "claimed", res.Claimed, "fired", len(res.Fired), "failed", n, "ms", time.Since(began).Milliseconds())
 	}
 	return res, nil
 }
