@@ -115,7 +115,7 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 		// A store that just failed is not written to: the delivery would wait for it twice.
 		h.remember(ctx, dedupeKey, started.RunID)
 	}
-	return Accepted{RunID: started.RunID, Deduplicated: started.Deduplicated}, nil
+	return Accepted(started), nil
 }
 
 // fromRequest runs the route's FromRequest. A route that panics on a delivery has refused it:

@@ -54,7 +54,8 @@ func validParamName(name string) bool {
 		return false
 	}
 	for _, c := range name {
-		if !(c == '_' || ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z') || ('0' <= c && c <= '9')) {
+		letter := ('a' <= c && c <= 'z') || ('A' <= c && c <= 'Z')
+		if !letter && c != '_' && (c < '0' || c > '9') {
 			return false
 		}
 	}
