@@ -81,6 +81,14 @@ func TestWebhooks(t *testing.T) {
 		require.NoError(t, iter.Err())
 		return keys
 	}
+	// The harness leaves the system's Redis keys behind; the idempotency keys live 24 h.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		iter := rdb.Scan(ctx, 0, sys.RedisPrefix+"*", 1000).Iterator()
+		for iter.Next(ctx) {
+			rdb.Del(ctx, iter.Val())
+		}
+	})
 
 	t.Run("StandardWebhooksRun", func(t *testing.T) {
 		r := deliverStandard(t, sys, "billing", "msg_one", time.Now(), `{"type":"invoice.paid","data":{"id":7}}`)
