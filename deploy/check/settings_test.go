@@ -137,8 +137,9 @@ func TestSettingsValid(t *testing.T) {
 }
 
 // TestStoresDeployed: a service that opens Postgres (or Redis) at start-up, by its own
-// boot.Needs, is given SVC_DATABASE_URL (or SVC_REDIS_URL) everywhere it is deployed; the
-// defaults point at 127.0.0.1, where no container has a database.
+// boot.Needs, is given SVC_DATABASE_URL (or SVC_REDIS_URL) everywhere it is deployed (the
+// defaults point at 127.0.0.1, where no container has a database), and a service without a
+// schema is not given the database credentials.
 func TestStoresDeployed(t *testing.T) {
 	t.Parallel()
 	b := setup(t)
@@ -149,6 +150,9 @@ func TestStoresDeployed(t *testing.T) {
 		for where, set := range map[string]map[string]string{"k8s": env.k8s[svc], "compose": env.compose[svc]} {
 			if needs.Postgres {
 				require.Contains(t, set, "SVC_DATABASE_URL", "%s: %s needs Postgres", where, svc)
+			} else {
+				// The URL carries the database password: only the services with a schema get it.
+				require.NotContains(t, set, "SVC_DATABASE_URL", "%s: %s has no schema but gets the database credentials", where, svc)
 			}
 			if needs.Redis {
 				require.Contains(t, set, "SVC_REDIS_URL", "%s: %s needs Redis", where, svc)
