@@ -38,7 +38,18 @@ func TestTiltfile(t *testing.T) {
 			require.True(t, resources[dep], "k8s_resource %q: resource_deps names %q, which is no resource", name, dep)
 		}
 	}
+	// Every image is deployed (Tilt warns about, and never builds, an unused one).
+	used := map[string]bool{}
+	for _, d := range applied.Deployments() {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			used[imageRepo(c.Image)] = true
+		}
+	}
+	for ref := range tilt.Images {
+		require.True(t, used[ref], "image %s is built but no workload runs it", ref)
+	}
 	for name, lr := range tilt.LocalResources {
+		require.False(t, workloads[name], "local_resource %q has the name of a workload", name)
 		for _, dep := range lr.ResourceDeps {
 			require.True(t, resources[dep], "local_resource %q: resource_deps names %q, which is no resource", name, dep)
 		}
