@@ -5,8 +5,9 @@
 // source: identity/v1/identity.proto
 
 // Package identity.v1 is the internal API of the identity service: what other services ask it
-// about credentials. Only the gateway calls it; domain services receive the resolved identity in
-// the gateway's signed headers instead (ARCHITECTURE.md §1).
+// about credentials and organizations. The gateway calls Resolve; domain services receive the
+// resolved identity in the gateway's signed headers instead (ARCHITECTURE.md §1). webhook-ingress
+// calls LookupOrganization to turn a route's organization slug into its id.
 
 package identityv1
 
@@ -457,6 +458,234 @@ func (x *Rejection) GetMessage() string {
 	return ""
 }
 
+// LookupOrganizationRequest names the organization to find.
+type LookupOrganizationRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// slug is the organization's slug exactly as configured (for example "acme"); it is matched
+	// exactly, without normalization. An empty slug matches nothing.
+	Slug          string `protobuf:"bytes,1,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupOrganizationRequest) Reset() {
+	*x = LookupOrganizationRequest{}
+	mi := &file_identity_v1_identity_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupOrganizationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupOrganizationRequest) ProtoMessage() {}
+
+func (x *LookupOrganizationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_identity_v1_identity_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupOrganizationRequest.ProtoReflect.Descriptor instead.
+func (*LookupOrganizationRequest) Descriptor() ([]byte, []int) {
+	return file_identity_v1_identity_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LookupOrganizationRequest) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+// LookupOrganizationResponse is exactly one of the organization or NotFound.
+type LookupOrganizationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// result is the outcome of the lookup; one of the two is always set.
+	//
+	// Types that are valid to be assigned to Result:
+	//
+	//	*LookupOrganizationResponse_Organization
+	//	*LookupOrganizationResponse_NotFound
+	Result        isLookupOrganizationResponse_Result `protobuf_oneof:"result"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LookupOrganizationResponse) Reset() {
+	*x = LookupOrganizationResponse{}
+	mi := &file_identity_v1_identity_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LookupOrganizationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LookupOrganizationResponse) ProtoMessage() {}
+
+func (x *LookupOrganizationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_identity_v1_identity_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LookupOrganizationResponse.ProtoReflect.Descriptor instead.
+func (*LookupOrganizationResponse) Descriptor() ([]byte, []int) {
+	return file_identity_v1_identity_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *LookupOrganizationResponse) GetResult() isLookupOrganizationResponse_Result {
+	if x != nil {
+		return x.Result
+	}
+	return nil
+}
+
+func (x *LookupOrganizationResponse) GetOrganization() *Organization {
+	if x != nil {
+		if x, ok := x.Result.(*LookupOrganizationResponse_Organization); ok {
+			return x.Organization
+		}
+	}
+	return nil
+}
+
+func (x *LookupOrganizationResponse) GetNotFound() *NotFound {
+	if x != nil {
+		if x, ok := x.Result.(*LookupOrganizationResponse_NotFound); ok {
+			return x.NotFound
+		}
+	}
+	return nil
+}
+
+type isLookupOrganizationResponse_Result interface {
+	isLookupOrganizationResponse_Result()
+}
+
+type LookupOrganizationResponse_Organization struct {
+	// organization is set when an organization has the slug.
+	Organization *Organization `protobuf:"bytes,1,opt,name=organization,proto3,oneof"`
+}
+
+type LookupOrganizationResponse_NotFound struct {
+	// not_found is set when no organization has the slug (yet).
+	NotFound *NotFound `protobuf:"bytes,2,opt,name=not_found,json=notFound,proto3,oneof"`
+}
+
+func (*LookupOrganizationResponse_Organization) isLookupOrganizationResponse_Result() {}
+
+func (*LookupOrganizationResponse_NotFound) isLookupOrganizationResponse_Result() {}
+
+// Organization is the public reference of an organization: enough to scope the resources of
+// another service to it.
+type Organization struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// id is the organization's stable identifier ("org_..."), the organization id every other
+	// service keys its resources by.
+	Id string `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// slug is the organization's unique, human-chosen handle.
+	Slug          string `protobuf:"bytes,2,opt,name=slug,proto3" json:"slug,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Organization) Reset() {
+	*x = Organization{}
+	mi := &file_identity_v1_identity_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Organization) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Organization) ProtoMessage() {}
+
+func (x *Organization) ProtoReflect() protoreflect.Message {
+	mi := &file_identity_v1_identity_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Organization.ProtoReflect.Descriptor instead.
+func (*Organization) Descriptor() ([]byte, []int) {
+	return file_identity_v1_identity_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *Organization) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Organization) GetSlug() string {
+	if x != nil {
+		return x.Slug
+	}
+	return ""
+}
+
+// NotFound says no organization has the slug asked for.
+type NotFound struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NotFound) Reset() {
+	*x = NotFound{}
+	mi := &file_identity_v1_identity_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NotFound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NotFound) ProtoMessage() {}
+
+func (x *NotFound) ProtoReflect() protoreflect.Message {
+	mi := &file_identity_v1_identity_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NotFound.ProtoReflect.Descriptor instead.
+func (*NotFound) Descriptor() ([]byte, []int) {
+	return file_identity_v1_identity_proto_rawDescGZIP(), []int{8}
+}
+
 var File_identity_v1_identity_proto protoreflect.FileDescriptor
 
 const file_identity_v1_identity_proto_rawDesc = "" +
@@ -483,13 +712,25 @@ const file_identity_v1_identity_proto_rawDesc = "" +
 	"\x05email\x18\x02 \x01(\tR\x05email\"9\n" +
 	"\tRejection\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage*S\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"/\n" +
+	"\x19LookupOrganizationRequest\x12\x12\n" +
+	"\x04slug\x18\x01 \x01(\tR\x04slug\"\x9d\x01\n" +
+	"\x1aLookupOrganizationResponse\x12?\n" +
+	"\forganization\x18\x01 \x01(\v2\x19.identity.v1.OrganizationH\x00R\forganization\x124\n" +
+	"\tnot_found\x18\x02 \x01(\v2\x15.identity.v1.NotFoundH\x00R\bnotFoundB\b\n" +
+	"\x06result\"2\n" +
+	"\fOrganization\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04slug\x18\x02 \x01(\tR\x04slug\"\n" +
+	"\n" +
+	"\bNotFound*S\n" +
 	"\bAuthMode\x12\x19\n" +
 	"\x15AUTH_MODE_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11AUTH_MODE_SESSION\x10\x01\x12\x15\n" +
-	"\x11AUTH_MODE_API_KEY\x10\x022W\n" +
+	"\x11AUTH_MODE_API_KEY\x10\x022\xbe\x01\n" +
 	"\x0fIdentityService\x12D\n" +
-	"\aResolve\x12\x1b.identity.v1.ResolveRequest\x1a\x1c.identity.v1.ResolveResponseB\x97\x01\n" +
+	"\aResolve\x12\x1b.identity.v1.ResolveRequest\x1a\x1c.identity.v1.ResolveResponse\x12e\n" +
+	"\x12LookupOrganization\x12&.identity.v1.LookupOrganizationRequest\x1a'.identity.v1.LookupOrganizationResponseB\x97\x01\n" +
 	"\x0fcom.identity.v1B\rIdentityProtoP\x01Z(svc.dev/proto/gen/identity/v1;identityv1\xa2\x02\x03IXX\xaa\x02\vIdentity.V1\xca\x02\vIdentity\\V1\xe2\x02\x17Identity\\V1\\GPBMetadata\xea\x02\fIdentity::V1b\x06proto3"
 
 var (
@@ -505,27 +746,35 @@ func file_identity_v1_identity_proto_rawDescGZIP() []byte {
 }
 
 var file_identity_v1_identity_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_identity_v1_identity_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_identity_v1_identity_proto_goTypes = []any{
-	(AuthMode)(0),           // 0: identity.v1.AuthMode
-	(*ResolveRequest)(nil),  // 1: identity.v1.ResolveRequest
-	(*ResolveResponse)(nil), // 2: identity.v1.ResolveResponse
-	(*Identity)(nil),        // 3: identity.v1.Identity
-	(*User)(nil),            // 4: identity.v1.User
-	(*Rejection)(nil),       // 5: identity.v1.Rejection
+	(AuthMode)(0),                      // 0: identity.v1.AuthMode
+	(*ResolveRequest)(nil),             // 1: identity.v1.ResolveRequest
+	(*ResolveResponse)(nil),            // 2: identity.v1.ResolveResponse
+	(*Identity)(nil),                   // 3: identity.v1.Identity
+	(*User)(nil),                       // 4: identity.v1.User
+	(*Rejection)(nil),                  // 5: identity.v1.Rejection
+	(*LookupOrganizationRequest)(nil),  // 6: identity.v1.LookupOrganizationRequest
+	(*LookupOrganizationResponse)(nil), // 7: identity.v1.LookupOrganizationResponse
+	(*Organization)(nil),               // 8: identity.v1.Organization
+	(*NotFound)(nil),                   // 9: identity.v1.NotFound
 }
 var file_identity_v1_identity_proto_depIdxs = []int32{
 	3, // 0: identity.v1.ResolveResponse.identity:type_name -> identity.v1.Identity
 	5, // 1: identity.v1.ResolveResponse.rejection:type_name -> identity.v1.Rejection
 	4, // 2: identity.v1.Identity.user:type_name -> identity.v1.User
 	0, // 3: identity.v1.Identity.auth_mode:type_name -> identity.v1.AuthMode
-	1, // 4: identity.v1.IdentityService.Resolve:input_type -> identity.v1.ResolveRequest
-	2, // 5: identity.v1.IdentityService.Resolve:output_type -> identity.v1.ResolveResponse
-	5, // [5:6] is the sub-list for method output_type
-	4, // [4:5] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	8, // 4: identity.v1.LookupOrganizationResponse.organization:type_name -> identity.v1.Organization
+	9, // 5: identity.v1.LookupOrganizationResponse.not_found:type_name -> identity.v1.NotFound
+	1, // 6: identity.v1.IdentityService.Resolve:input_type -> identity.v1.ResolveRequest
+	6, // 7: identity.v1.IdentityService.LookupOrganization:input_type -> identity.v1.LookupOrganizationRequest
+	2, // 8: identity.v1.IdentityService.Resolve:output_type -> identity.v1.ResolveResponse
+	7, // 9: identity.v1.IdentityService.LookupOrganization:output_type -> identity.v1.LookupOrganizationResponse
+	8, // [8:10] is the sub-list for method output_type
+	6, // [6:8] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_identity_v1_identity_proto_init() }
@@ -537,13 +786,17 @@ func file_identity_v1_identity_proto_init() {
 		(*ResolveResponse_Identity)(nil),
 		(*ResolveResponse_Rejection)(nil),
 	}
+	file_identity_v1_identity_proto_msgTypes[6].OneofWrappers = []any{
+		(*LookupOrganizationResponse_Organization)(nil),
+		(*LookupOrganizationResponse_NotFound)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_identity_v1_identity_proto_rawDesc), len(file_identity_v1_identity_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

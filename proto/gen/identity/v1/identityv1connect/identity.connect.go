@@ -3,8 +3,9 @@
 // Source: identity/v1/identity.proto
 
 // Package identity.v1 is the internal API of the identity service: what other services ask it
-// about credentials. Only the gateway calls it; domain services receive the resolved identity in
-// the gateway's signed headers instead (ARCHITECTURE.md §1).
+// about credentials and organizations. The gateway calls Resolve; domain services receive the
+// resolved identity in the gateway's signed headers instead (ARCHITECTURE.md §1). webhook-ingress
+// calls LookupOrganization to turn a route's organization slug into its id.
 package identityv1connect
 
 import (
@@ -38,6 +39,9 @@ const (
 const (
 	// IdentityServiceResolveProcedure is the fully-qualified name of the IdentityService's Resolve RPC.
 	IdentityServiceResolveProcedure = "/identity.v1.IdentityService/Resolve"
+	// IdentityServiceLookupOrganizationProcedure is the fully-qualified name of the IdentityService's
+	// LookupOrganization RPC.
+	IdentityServiceLookupOrganizationProcedure = "/identity.v1.IdentityService/LookupOrganization"
 )
 
 // IdentityServiceClient is a client for the identity.v1.IdentityService service.
@@ -46,6 +50,12 @@ type IdentityServiceClient interface {
 	// because the token bucket is keyed by the organization and principal it returns. It must
 	// reflect revocations immediately: no answer may outlive a revoked session or key.
 	Resolve(context.Context, *connect.Request[v1.ResolveRequest]) (*connect.Response[v1.ResolveResponse], error)
+	// LookupOrganization finds an organization by its slug. An unknown slug is a normal answer
+	// (NotFound), not an error, so that a caller can tell "no such organization (yet)" from
+	// "identity cannot answer". Callers may cache a found organization for a few seconds (an
+	// organization's slug and id never change), but never a NotFound: the organization may be
+	// created at any moment.
+	LookupOrganization(context.Context, *connect.Request[v1.LookupOrganizationRequest]) (*connect.Response[v1.LookupOrganizationResponse], error)
 }
 
 // NewIdentityServiceClient constructs a client for the identity.v1.IdentityService service. By
@@ -65,17 +75,29 @@ func NewIdentityServiceClient(httpClient connect.HTTPClient, baseURL string, opt
 			connect.WithSchema(identityServiceMethods.ByName("Resolve")),
 			connect.WithClientOptions(opts...),
 		),
+		lookupOrganization: connect.NewClient[v1.LookupOrganizationRequest, v1.LookupOrganizationResponse](
+			httpClient,
+			baseURL+IdentityServiceLookupOrganizationProcedure,
+			connect.WithSchema(identityServiceMethods.ByName("LookupOrganization")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // identityServiceClient implements IdentityServiceClient.
 type identityServiceClient struct {
-	resolve *connect.Client[v1.ResolveRequest, v1.ResolveResponse]
+	resolve            *connect.Client[v1.ResolveRequest, v1.ResolveResponse]
+	lookupOrganization *connect.Client[v1.LookupOrganizationRequest, v1.LookupOrganizationResponse]
 }
 
 // Resolve calls identity.v1.IdentityService.Resolve.
 func (c *identityServiceClient) Resolve(ctx context.Context, req *connect.Request[v1.ResolveRequest]) (*connect.Response[v1.ResolveResponse], error) {
 	return c.resolve.CallUnary(ctx, req)
+}
+
+// LookupOrganization calls identity.v1.IdentityService.LookupOrganization.
+func (c *identityServiceClient) LookupOrganization(ctx context.Context, req *connect.Request[v1.LookupOrganizationRequest]) (*connect.Response[v1.LookupOrganizationResponse], error) {
+	return c.lookupOrganization.CallUnary(ctx, req)
 }
 
 // IdentityServiceHandler is an implementation of the identity.v1.IdentityService service.
@@ -84,6 +106,12 @@ type IdentityServiceHandler interface {
 	// because the token bucket is keyed by the organization and principal it returns. It must
 	// reflect revocations immediately: no answer may outlive a revoked session or key.
 	Resolve(context.Context, *connect.Request[v1.ResolveRequest]) (*connect.Response[v1.ResolveResponse], error)
+	// LookupOrganization finds an organization by its slug. An unknown slug is a normal answer
+	// (NotFound), not an error, so that a caller can tell "no such organization (yet)" from
+	// "identity cannot answer". Callers may cache a found organization for a few seconds (an
+	// organization's slug and id never change), but never a NotFound: the organization may be
+	// created at any moment.
+	LookupOrganization(context.Context, *connect.Request[v1.LookupOrganizationRequest]) (*connect.Response[v1.LookupOrganizationResponse], error)
 }
 
 // NewIdentityServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -99,10 +127,18 @@ func NewIdentityServiceHandler(svc IdentityServiceHandler, opts ...connect.Handl
 		connect.WithSchema(identityServiceMethods.ByName("Resolve")),
 		connect.WithHandlerOptions(opts...),
 	)
+	identityServiceLookupOrganizationHandler := connect.NewUnaryHandler(
+		IdentityServiceLookupOrganizationProcedure,
+		svc.LookupOrganization,
+		connect.WithSchema(identityServiceMethods.ByName("LookupOrganization")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/identity.v1.IdentityService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case IdentityServiceResolveProcedure:
 			identityServiceResolveHandler.ServeHTTP(w, r)
+		case IdentityServiceLookupOrganizationProcedure:
+			identityServiceLookupOrganizationHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -114,4 +150,8 @@ type UnimplementedIdentityServiceHandler struct{}
 
 func (UnimplementedIdentityServiceHandler) Resolve(context.Context, *connect.Request[v1.ResolveRequest]) (*connect.Response[v1.ResolveResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("identity.v1.IdentityService.Resolve is not implemented"))
+}
+
+func (UnimplementedIdentityServiceHandler) LookupOrganization(context.Context, *connect.Request[v1.LookupOrganizationRequest]) (*connect.Response[v1.LookupOrganizationResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("identity.v1.IdentityService.LookupOrganization is not implemented"))
 }
