@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -155,11 +154,7 @@ func start(t *testing.T, mod func(*service.Config)) *system {
 	if mod != nil {
 		mod(&cfg)
 	}
-	logger := slog.New(slog.DiscardHandler)
-	if os.Getenv("TMPLOG") != "" {
-		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
-	}
-	app, err := service.NewApplication(context.Background(), cfg, logger)
+	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.DiscardHandler))
 	require.NoError(t, err)
 	t.Cleanup(app.Close)
 	srv := httptest.NewServer(app.Handler())
