@@ -45,6 +45,8 @@ type Queries struct {
 	ListOrganizations query.ListOrganizationsHandler
 	ListMembers       query.ListMembersHandler
 	ListAPIKeys       query.ListAPIKeysHandler
+	// LookupOrganization serves identity.v1 LookupOrganization (webhook-ingress's slugs).
+	LookupOrganization query.LookupOrganizationHandler
 }
 
 // Dependencies is what the use cases are built from.
@@ -91,12 +93,13 @@ func New(d Dependencies) Application {
 			Bootstrap:             command.NewBootstrapHandler(r.Registrar, d.Hasher, d.BootstrapEnabled, d.Now),
 		},
 		Queries: Queries{
-			Authenticate:      query.NewAuthenticateHandler(a),
-			Resolve:           query.NewResolveHandler(a, r.Keys, d.KeyUsage),
-			VerifyAPIKey:      query.NewVerifyAPIKeyHandler(a, r.Keys, d.KeyUsage),
-			ListOrganizations: query.NewListOrganizationsHandler(r.Organizations),
-			ListMembers:       query.NewListMembersHandler(r.Organizations),
-			ListAPIKeys:       query.NewListAPIKeysHandler(r.Organizations, r.Keys),
+			Authenticate:       query.NewAuthenticateHandler(a),
+			Resolve:            query.NewResolveHandler(a, r.Keys, d.KeyUsage),
+			VerifyAPIKey:       query.NewVerifyAPIKeyHandler(a, r.Keys, d.KeyUsage),
+			ListOrganizations:  query.NewListOrganizationsHandler(r.Organizations),
+			ListMembers:        query.NewListMembersHandler(r.Organizations),
+			ListAPIKeys:        query.NewListAPIKeysHandler(r.Organizations, r.Keys),
+			LookupOrganization: query.NewLookupOrganizationHandler(r.Organizations),
 		},
 	}
 }

@@ -184,7 +184,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// --- ports ---------------------------------------------------------------------------
 	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer,
 		Revocations: epoch.NewRedisEpoch(base.Redis, base.Keys)}, log)
-	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, signer, log),
+	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, a.Queries.LookupOrganization, signer, log),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
 		API:          httpport.NewRouter(server),

@@ -12,23 +12,26 @@ import (
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/identity/internal/app/query"
 	"svc.dev/services/identity/internal/domain/credential"
+	"svc.dev/services/identity/internal/domain/org"
 	"svc.dev/services/identity/internal/domain/session"
 )
 
-// IdentityServer answers the gateway's Resolve calls.
+// IdentityServer answers the gateway's Resolve calls and webhook-ingress's LookupOrganization
+// calls.
 type IdentityServer struct {
 	identityv1connect.UnimplementedIdentityServiceHandler
 	resolve query.ResolveHandler
+	lookup  query.LookupOrganizationHandler
 	signer  session.Signer
 	log     *slog.Logger
 }
 
 // NewIdentityServer returns the server.
-func NewIdentityServer(resolve query.ResolveHandler, signer session.Signer, log *slog.Logger) *IdentityServer {
+func NewIdentityServer(resolve query.ResolveHandler, lookup query.LookupOrganizationHandler, signer session.Signer, log *slog.Logger) *IdentityServer {
 	if log == nil {
 		panic("nil logger")
 	}
-	return &IdentityServer{resolve: resolve, signer: signer, log: log}
+	return &IdentityServer{resolve: resolve, lookup: lookup, signer: signer, log: log}
 }
 
 // Resolve turns the raw credentials the gateway saw into an identity or a rejection. Bad
@@ -44,6 +47,23 @@ func (s *IdentityServer) Resolve(ctx context.Context, req *connect.Request[ident
 		return nil, connect.NewError(connect.CodeUnavailable, errors.New("identity cannot resolve credentials right now"))
 	}
 	return connect.NewResponse(toResolveResponse(res)), nil
+}
+
+// LookupOrganization finds the organization with a slug. An unknown slug is a not_found answer;
+// only a failure of identity itself (its database) is a Connect error, unavailable, so that the
+// caller never takes an outage for an organization that does not exist.
+func (s *IdentityServer) LookupOrganization(ctx context.Context, req *connect.Request[identityv1.LookupOrganizationRequest]) (*connect.Response[identityv1.LookupOrganizationResponse], error) {
+	ref, err := s.lookup.Handle(ctx, query.LookupOrganization{Slug: req.Msg.GetSlug()})
+	if errors.Is(err, org.ErrNotFound) {
+		return connect.NewResponse(&identityv1.LookupOrganizationResponse{
+			Result: &identityv1.LookupOrganizationResponse_NotFound{NotFound: &identityv1.NotFound{}}}), nil
+	}
+	if err != nil {
+		s.log.ErrorContext(ctx, "organization lookup failed", "err", err)
+		return nil, connect.NewError(connect.CodeUnavailable, errors.New("identity cannot look organizations up right now"))
+	}
+	return connect.NewResponse(&identityv1.LookupOrganizationResponse{Result: &identityv1.LookupOrganizationResponse_Organization{
+		Organization: &identityv1.Organization{Id: ref.ID, Slug: ref.Slug}}}), nil
 }
 
 // toResolveResponse converts the app's resolution into the wire message.

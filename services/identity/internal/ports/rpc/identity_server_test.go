@@ -36,7 +36,7 @@ func TestResolve(t *testing.T) {
 		require.NoError(t, err)
 		res, err := b.App.Commands.SignUp.Handle(context.Background(), command.SignUp{Email: "ann@x.io", Password: "correct horse"})
 		require.NoError(t, err)
-		return &testBundle{Bundle: b, server: rpc.NewIdentityServer(b.App.Queries.Resolve, signer, slog.New(slog.DiscardHandler)), signer: signer, res: res}
+		return &testBundle{Bundle: b, server: rpc.NewIdentityServer(b.App.Queries.Resolve, b.App.Queries.LookupOrganization, signer, slog.New(slog.DiscardHandler)), signer: signer, res: res}
 	}
 	resolve := func(t *testing.T, b *testBundle, req *identityv1.ResolveRequest) *identityv1.ResolveResponse {
 		t.Helper()
@@ -111,4 +111,34 @@ func TestResolve(t *testing.T) {
 
 func queryOf(tok session.Token) query.Authenticate {
 	return query.Authenticate{Credentials: credential.Credentials{Sessions: []session.Token{tok}}}
+}
+
+func TestLookupOrganization(t *testing.T) {
+	t.Parallel()
+	b := apptest.New(t, apptest.Options{})
+	signer, err := session.NewSigner([]byte(strings.Repeat("k", 32)))
+	require.NoError(t, err)
+	server := rpc.NewIdentityServer(b.App.Queries.Resolve, b.App.Queries.LookupOrganization, signer, slog.New(slog.DiscardHandler))
+	lookup := func(t *testing.T, slug string) *identityv1.LookupOrganizationResponse {
+		t.Helper()
+		out, err := server.LookupOrganization(context.Background(), connect.NewRequest(&identityv1.LookupOrganizationRequest{Slug: slug}))
+		require.NoError(t, err)
+		return out.Msg
+	}
+
+	require.NotNil(t, lookup(t, "acme").GetNotFound(), "before the organization exists")
+	res, err := b.App.Commands.SignUp.Handle(context.Background(), command.SignUp{Email: "ann@x.io", Password: "correct horse"})
+	require.NoError(t, err)
+	c, err := b.App.Queries.Authenticate.Handle(context.Background(), queryOf(res.Token))
+	require.NoError(t, err)
+	o, err := b.App.Commands.CreateOrganization.Handle(context.Background(), command.CreateOrganization{Caller: c, Name: "Acme", Slug: "acme"})
+	require.NoError(t, err)
+
+	got := lookup(t, "acme")
+	require.Nil(t, got.GetNotFound())
+	require.Equal(t, o.ID(), got.GetOrganization().GetId())
+	require.Equal(t, "acme", got.GetOrganization().GetSlug())
+	for _, slug := range []string{"", "ACME", "acme-2", "acme ", o.ID()} {
+		require.NotNil(t, lookup(t, slug).GetNotFound(), "%q", slug)
+	}
 }
