@@ -43,8 +43,9 @@ type KeyStore interface {
 	Remember(ctx context.Context, key, runID string, ttl time.Duration) (string, error)
 }
 
-// Organizations turns a route's organization (slug or id) into an organization id; it
-// returns ErrOrganizationNotFound when there is none.
+// Organizations turns a route's organization (slug or id) into an organization id (identity's
+// LookupOrganization). It returns ErrOrganizationNotFound when there is none, and an
+// *UnavailableError when identity could not answer.
 type Organizations interface {
 	Resolve(ctx context.Context, ref string) (string, error)
 }

@@ -16,8 +16,8 @@ import (
 	"svc.dev/libs/boot"
 	"svc.dev/libs/env"
 	"svc.dev/libs/httpclient"
+	"svc.dev/services/webhook-ingress/internal/adapters/identityclient"
 	"svc.dev/services/webhook-ingress/internal/adapters/orchestratorclient"
-	"svc.dev/services/webhook-ingress/internal/adapters/organization"
 	redisadapter "svc.dev/services/webhook-ingress/internal/adapters/redis"
 	"svc.dev/services/webhook-ingress/internal/app"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
@@ -36,6 +36,8 @@ func needs() boot.Needs { return boot.Needs{Postgres: false, Redis: true} }
 type Config struct {
 	Addr            string
 	OrchestratorURL string
+	// IdentityURL is where identity's LookupOrganization is (route organizations by slug).
+	IdentityURL string
 	GitHub          RouteConfig
 	Standard        RouteConfig
 	Base            boot.Config
@@ -60,6 +62,7 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	cfg := Config{
 		Addr:            r.Addr("SVC_WEBHOOK_ADDR", ":8085"),
 		OrchestratorURL: r.URL("SVC_ORCHESTRATOR_URL", "http://127.0.0.1:8083", "http", "https"),
+		IdentityURL:     r.URL("SVC_IDENTITY_URL", "http://127.0.0.1:8081", "http", "https"),
 		GitHub:          readRoute(r, "POST /api/webhooks/github", "GITHUB"),
 		Standard:        readRoute(r, "POST /api/webhooks/events/:source", "STANDARD"),
 		Base:            boot.ReadConfig(r, needs()),
@@ -91,7 +94,8 @@ func readRoute(r *env.Reader, name, key string) RouteConfig {
 }
 
 // check refuses a configured route that cannot work: a secret without its organization or
-// workflow, or an organization given by slug, which needs identity's lookup (not built yet).
+// workflow. The organization (a slug, or an org_... id) is not checked against identity here:
+// a route may be configured before its organization exists, and starts working once it does.
 func (c RouteConfig) check() error {
 	if c.Secret == "" {
 		return nil
@@ -99,8 +103,6 @@ func (c RouteConfig) check() error {
 	var err error
 	if c.Organization == "" {
 		err = errors.Join(err, fmt.Errorf("setting %s is required when %s is set", c.OrgVar, c.SecretVar))
-	} else if !organization.IsID(c.Organization) {
-		err = errors.Join(err, fmt.Errorf("setting %s=%q: give the organization's id (org_...); identity has no lookup by slug yet", c.OrgVar, c.Organization))
 	}
 	if c.WorkflowName == "" {
 		err = errors.Join(err, fmt.Errorf("setting %s is required when %s is set", c.WorkflowVar, c.SecretVar))
@@ -133,10 +135,14 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	}
 	hc := httpclient.New(httpclient.Config{Peer: "run-orchestrator", BaseURL: cfg.OrchestratorURL, Timeout: 10 * time.Second,
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
+	identityHTTP := httpclient.New(httpclient.Config{Peer: "identity", BaseURL: cfg.IdentityURL, Timeout: 5 * time.Second,
+		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	deliver := app.NewDeliverWebhookHandler(
 		orchestratorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...)),
 		redisadapter.NewIdempotencyStore(base.Redis, base.Keys),
-		organization.IDDirectory{}, log)
+		identityclient.New(identityHTTP.HTTP(), identityHTTP.BaseURL(), identityclient.Config{},
+			connect.WithInterceptors(base.RPCInterceptors()...)),
+		log)
 	handler := base.Handler(boot.Routes{
 		API:          httpport.NewRouter(registry, deliver, log),
 		OpenPrefixes: []string{httpport.Prefix + "/"},

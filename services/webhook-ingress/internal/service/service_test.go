@@ -54,6 +54,26 @@ func TestLoadConfig(t *testing.T) {
 		require.Contains(t, logs.String(), `"setting":"SVC_WEBHOOK_GITHUB_SECRET"`)
 	})
 
+	// The contract names a route's organization by slug; an id is taken too. Neither is checked
+	// at start-up: the organization may not exist yet.
+	t.Run("OrganizationBySlugOrID", func(t *testing.T) {
+		t.Parallel()
+		for _, ref := range []string{"acme", "not-created-yet", org} {
+			cfg, err := service.LoadConfig(lookup(map[string]string{
+				"SVC_WEBHOOK_GITHUB_SECRET": "s", "SVC_WEBHOOK_GITHUB_ORG": ref, "SVC_WEBHOOK_GITHUB_WORKFLOW": "w",
+			}))
+			require.NoError(t, err, ref)
+			require.Equal(t, ref, cfg.GitHub.Organization)
+			reg, err := service.NewRegistry(context.Background(), cfg, time.Now, slog.New(slog.DiscardHandler))
+			require.NoError(t, err)
+			require.Len(t, reg.Entries(), 1)
+			require.Equal(t, ref, reg.Entries()[0].Route.Organization)
+		}
+		cfg, err := service.LoadConfig(lookup(nil))
+		require.NoError(t, err)
+		require.Equal(t, "http://127.0.0.1:8081", cfg.IdentityURL)
+	})
+
 	t.Run("BadSettingsNameTheVariable", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
@@ -62,9 +82,9 @@ func TestLoadConfig(t *testing.T) {
 		}{
 			{map[string]string{"SVC_WEBHOOK_GITHUB_SECRET": "s", "SVC_WEBHOOK_GITHUB_WORKFLOW": "w"}, "SVC_WEBHOOK_GITHUB_ORG is required"},
 			{map[string]string{"SVC_WEBHOOK_GITHUB_SECRET": "s", "SVC_WEBHOOK_GITHUB_ORG": org}, "SVC_WEBHOOK_GITHUB_WORKFLOW is required"},
-			{map[string]string{"SVC_WEBHOOK_GITHUB_SECRET": "s", "SVC_WEBHOOK_GITHUB_ORG": "acme", "SVC_WEBHOOK_GITHUB_WORKFLOW": "w"}, "SVC_WEBHOOK_GITHUB_ORG=\"acme\""},
 			{map[string]string{"SVC_WEBHOOK_STANDARD_SECRET": "MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "SVC_WEBHOOK_STANDARD_ORG": org, "SVC_WEBHOOK_STANDARD_WORKFLOW": "w"}, "SVC_WEBHOOK_STANDARD_SECRET: must start with whsec_"},
 			{map[string]string{"SVC_ORCHESTRATOR_URL": "ftp://x"}, "SVC_ORCHESTRATOR_URL"},
+			{map[string]string{"SVC_IDENTITY_URL": "ftp://x"}, "SVC_IDENTITY_URL"},
 		} {
 			_, err := service.LoadConfig(lookup(tc.env))
 			require.ErrorContains(t, err, tc.want)

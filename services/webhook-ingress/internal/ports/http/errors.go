@@ -10,8 +10,8 @@ import (
 )
 
 // toAppError is webhook-ingress's one table from the use case's errors to public ones
-// (contract §5). Everything a sender can cause maps to a 4xx; only an orchestrator that cannot
-// answer is a 503, which senders retry.
+// (contract §5). Everything a sender can cause maps to a 4xx; only a peer that cannot answer
+// (identity, the orchestrator) is a 503, which senders retry.
 func toAppError(err error) *errs.Error {
 	var (
 		public   *errs.Error

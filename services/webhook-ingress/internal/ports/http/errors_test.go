@@ -31,6 +31,7 @@ func TestToAppError(t *testing.T) {
 		{&app.DispatchRejectedError{Code: "invalid_body", Message: "input_schema"}, http.StatusBadRequest, errs.InvalidBody},
 		{&app.DispatchRejectedError{Code: "something_new", Message: "?"}, http.StatusBadRequest, errs.WebhookRejected},
 		{&app.UnavailableError{Peer: "run-orchestrator", Err: errors.New("refused")}, http.StatusServiceUnavailable, errs.Unavailable},
+		{&app.UnavailableError{Peer: "identity", Err: errors.New("refused")}, http.StatusServiceUnavailable, errs.Unavailable},
 		{errs.Newf(errs.PayloadTooLarge, "too large"), http.StatusRequestEntityTooLarge, errs.PayloadTooLarge},
 		{errors.New("a bug"), http.StatusInternalServerError, errs.InternalOnlyLog},
 	} {
