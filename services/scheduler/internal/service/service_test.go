@@ -369,6 +369,38 @@ func TestSchedules(t *testing.T) {
 		requireError(t, other.do(t, "DELETE", "/api/schedules/"+ids[0], nil), 404, "not_found")
 	})
 
+	t.Run("NothingAClientSendsIsA5xx", func(t *testing.T) {
+		t.Parallel()
+		b := sys.setup(t)
+		wf := b.workflow(t)
+		id := b.create(t, map[string]any{"workflowId": wf, "cron": "0 0 1 1 *"})["id"].(string)
+		for _, tc := range []struct{ method, path, body string }{
+			{"POST", "/api/schedules", ``},
+			{"POST", "/api/schedules", `[]`},
+			{"POST", "/api/schedules", `{"workflowId": 1, "cron": "@daily"}`},
+			{"POST", "/api/schedules", `{"workflowId": "` + wf + `", "cron": "@daily", "timezone": "\u0000"}`},
+			{"POST", "/api/schedules", `{"workflowId": "` + wf + `", "cron": "` + strings.Repeat("* ", 300) + `"}`},
+			{"POST", "/api/schedules", `{"workflowId": "` + wf + `", "cron": "*/0 */0 */0 */0 */0"}`},
+			{"POST", "/api/schedules", `{"workflowId": "` + wf + `", "cron": "@daily", "enabled": "yes"}`},
+			{"PATCH", "/api/schedules/" + id, `{"cron": null, "timezone": "Europe/Atlantis"}`},
+			{"PATCH", "/api/schedules/" + id, `{"input": {"a": [1, 2, {"b": null}]}}`},
+			{"PATCH", "/api/schedules/" + id, `not json`},
+			{"GET", "/api/schedules?limit=-1&after=%ff", ``},
+			{"GET", "/api/schedules/sch_01" + strings.Repeat("z", 24), ``},
+			{"POST", "/api/admin/tick", `[1]`},
+			{"POST", "/api/admin/tick", `{"now": "2030-01-01T00:00:00Z"}`},
+		} {
+			ctx := internalauth.WithIdentity(context.Background(), internalauth.Identity{UserID: "usr_test", OrganizationID: b.org, AuthMode: internalauth.ModeSession})
+			req, err := http.NewRequestWithContext(ctx, tc.method, sys.url+tc.path, strings.NewReader(tc.body))
+			require.NoError(t, err)
+			resp, err := (&http.Client{Transport: internalauth.Transport{Signer: sys.signer, Base: http.DefaultTransport, Now: time.Now}}).Do(req)
+			require.NoError(t, err)
+			raw, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Less(t, resp.StatusCode, 500, "%s %s %s: %s", tc.method, tc.path, tc.body, raw)
+		}
+	})
+
 	t.Run("UnsignedIsUnauthorized", func(t *testing.T) {
 		t.Parallel()
 		resp, err := http.Post(sys.url+"/api/admin/tick", "application/json", nil)
@@ -545,6 +577,17 @@ func TestTick(t *testing.T) {
 		r = b.tick(t)
 		require.EqualValues(t, 0, r.Body["claimed"], "a disabled schedule is never due")
 		require.Empty(t, r.Body["failed"], "a final failure is not retried")
+
+		// Pointed at a workflow that exists and enabled again, it fires at once: the fires it
+		// missed while disabled coalesce into one cutoff.
+		wf2 := b.workflow(t)
+		p := b.do(t, "PATCH", "/api/schedules/"+id, map[string]any{"workflowId": wf2, "enabled": true})
+		require.Equal(t, http.StatusOK, p.Status, p.Raw)
+		require.Equal(t, "2026-11-22T12:00:00.000Z", p.Body["nextFireAt"])
+		r = b.tick(t)
+		require.Equal(t, "2026-11-22T14:00:00.000Z", items(t, r.Body["fired"])[0]["cutoff"], r.Raw)
+		runs, _ := sys.orchestrator.snapshot()
+		require.Contains(t, runs, b.org+"/schedule:"+id+":2026-11-22T14:00:00.000Z")
 	})
 
 	t.Run("BuiltInTicker", func(t *testing.T) {
