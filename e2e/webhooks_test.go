@@ -34,8 +34,8 @@ const (
 
 // TestWebhooks walks contract §5 through the gateway: webhook-ingress first starts with no
 // route configured (both disabled, and it says so), then is restarted with both shipped routes
-// pointed at an organization and workflows this test created. Deliveries are signed the way
-// GitHub and Standard Webhooks senders sign them.
+// pointed, by slug, at an organization and workflows this test created. Deliveries are signed
+// the way GitHub and Standard Webhooks senders sign them.
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
 	sys := startIdentitySystem(t, map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000000"})
@@ -51,6 +51,9 @@ func TestWebhooks(t *testing.T) {
 	u := newRunsUser(t, sys, "webhooks")
 	org, _ := obj(t, u.c.get("/api/auth/get-session").Body["session"])["activeOrganizationId"].(string)
 	require.Regexp(t, `^org_`, org)
+	// Routes name their organization by slug (contract §5); webhook-ingress asks identity for
+	// its id.
+	slug := orgSlug(t, u.c, org)
 	eventsWF := u.workflow("on-event", wfDef(
 		wfBlocks(wfBlock("start", "trigger.webhook", map[string]any{}),
 			wfBlock("say", "log", map[string]any{"message": "{{ input.source }}"})),
@@ -62,8 +65,8 @@ func TestWebhooks(t *testing.T) {
 	require.Len(t, first, 1)
 	first[0].Stop(t)
 	sys.Run(t, harness.Webhook, map[string]string{
-		"SVC_WEBHOOK_GITHUB_SECRET": whGitHubSecret, "SVC_WEBHOOK_GITHUB_ORG": org, "SVC_WEBHOOK_GITHUB_WORKFLOW": "on-push",
-		"SVC_WEBHOOK_STANDARD_SECRET": whStandardSecret, "SVC_WEBHOOK_STANDARD_ORG": org, "SVC_WEBHOOK_STANDARD_WORKFLOW": "on-event",
+		"SVC_WEBHOOK_GITHUB_SECRET": whGitHubSecret, "SVC_WEBHOOK_GITHUB_ORG": slug, "SVC_WEBHOOK_GITHUB_WORKFLOW": "on-push",
+		"SVC_WEBHOOK_STANDARD_SECRET": whStandardSecret, "SVC_WEBHOOK_STANDARD_ORG": slug, "SVC_WEBHOOK_STANDARD_WORKFLOW": "on-event",
 	})
 	require.Contains(t, sys.Processes(harness.Webhook)[1].Output(), "webhook route enabled")
 
@@ -127,6 +130,82 @@ func TestWebhooks(t *testing.T) {
 		other := deliverStandard(t, sys, "github", "gh-delivery-1", time.Now(), body)
 		require.Equal(t, http.StatusAccepted, other.Status, other.Raw)
 		require.NotEqual(t, id, other.Body["workflowRunId"])
+	})
+
+	// A route configured before its organization exists: 404 workflow_not_found until the
+	// organization and its workflow are created, then runs, without a restart (the organization
+	// is looked up per delivery and a not-found answer is never cached). The route runs in a
+	// second webhook-ingress of this system, on its own address and delivered to directly (the
+	// gateway forwards /api/webhooks/ as it is, to the first one).
+	t.Run("ARouteRunsOnceItsOrganizationExists", func(t *testing.T) {
+		lateSlug := "late-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		addr := listenAddr(t)
+		late := sys.Run(t, harness.Webhook, map[string]string{
+			"SVC_WEBHOOK_ADDR":            addr,
+			"SVC_WEBHOOK_STANDARD_SECRET": whStandardSecret, "SVC_WEBHOOK_STANDARD_ORG": lateSlug, "SVC_WEBHOOK_STANDARD_WORKFLOW": "on-event",
+		})
+		// A slug of no organization is not refused at start-up.
+		require.Eventually(t, func() bool { return strings.Contains(late.Output(), "webhook route enabled") }, 10*time.Second, 20*time.Millisecond)
+		deliver := func() response {
+			t.Helper()
+			body := `{"type":"late"}`
+			return call(t, http.MethodPost, "http://"+addr+"/api/webhooks/events/late", strings.NewReader(body),
+				append([]string{"Content-Type", "application/json"}, standardHeaders("msg_late", time.Now(), body, whStandardSecret)...)...)
+		}
+		requireError(t, deliver(), http.StatusNotFound, "workflow_not_found")
+		requireError(t, deliver(), http.StatusNotFound, "workflow_not_found")
+
+		// The organization is created: the very next delivery finds it (no negative cache), and
+		// the orchestrator finds no workflow in it yet.
+		v := newRunsUser(t, sys, "webhooks-late")
+		created := v.c.post("/api/auth/organization/create", map[string]any{"name": "Late", "slug": lateSlug})
+		require.Equal(t, http.StatusOK, created.Status, created.Raw)
+		lateOrg, _ := created.Body["id"].(string)
+		require.Regexp(t, `^org_`, lateOrg)
+		require.Equal(t, lateOrg, obj(t, v.c.get("/api/auth/get-session").Body["session"])["activeOrganizationId"])
+		requireError(t, deliver(), http.StatusNotFound, "workflow_not_found")
+
+		// And its workflow: the same delivery, retried, runs there.
+		lateWF := v.workflow("on-event", wfDef(wfBlocks(wfBlock("start", "trigger.webhook", map[string]any{}))))
+		r := deliver()
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		id, _ := r.Body["workflowRunId"].(string)
+		got := v.waitStatus(id, "completed")
+		require.Equal(t, lateWF, got["workflowId"])
+		require.Equal(t, map[string]any{"source": "late", "event": map[string]any{"type": "late"}}, got["input"])
+		require.Equal(t, http.StatusNotFound, u.c.get("/api/runs/"+id).Status, "the run is in the new organization, not the first one")
+		again := deliver()
+		require.Equal(t, http.StatusAccepted, again.Status, again.Raw)
+		require.Equal(t, id, again.Body["workflowRunId"])
+
+		late.Stop(t)
+	})
+
+	// Identity unreachable: a route named by slug answers 503 unavailable (never a 404, and
+	// nothing starts); a route named by organization id needs no lookup and runs. The process
+	// is a third webhook-ingress of this system whose identity address refuses connections, so
+	// the rest of the system keeps its identity.
+	t.Run("IdentityUnreachable", func(t *testing.T) {
+		addr := listenAddr(t)
+		p := sys.Run(t, harness.Webhook, map[string]string{
+			"SVC_WEBHOOK_ADDR": addr, "SVC_IDENTITY_URL": "http://" + listenAddr(t),
+			"SVC_WEBHOOK_GITHUB_SECRET": whGitHubSecret, "SVC_WEBHOOK_GITHUB_ORG": org, "SVC_WEBHOOK_GITHUB_WORKFLOW": "on-push",
+			"SVC_WEBHOOK_STANDARD_SECRET": whStandardSecret, "SVC_WEBHOOK_STANDARD_ORG": slug, "SVC_WEBHOOK_STANDARD_WORKFLOW": "on-event",
+		})
+		body := `{"type":"identity-down"}`
+		r := call(t, http.MethodPost, "http://"+addr+"/api/webhooks/events/billing", strings.NewReader(body),
+			append([]string{"Content-Type", "application/json"}, standardHeaders("msg_identity_down", time.Now(), body, whStandardSecret)...)...)
+		requireError(t, r, http.StatusServiceUnavailable, "unavailable")
+		// The log says which peer (the process's output is copied from a pipe, so it may lag).
+		require.Eventually(t, func() bool { return strings.Contains(p.Output(), "identity unavailable") }, 10*time.Second, 20*time.Millisecond)
+
+		gh := `{"zen":"Keep it logically awesome."}`
+		r = call(t, http.MethodPost, "http://"+addr+"/api/webhooks/github", strings.NewReader(gh),
+			"Content-Type", "application/json", "X-GitHub-Event", "ping", "X-GitHub-Delivery", "gh-by-id", "X-Hub-Signature-256", githubSignature([]byte(gh)))
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		got := u.waitStatus(r.Body["workflowRunId"].(string), "completed")
+		require.Equal(t, "gh-by-id", obj(t, got["input"])["delivery"])
+		p.Stop(t)
 	})
 
 	t.Run("Rejections", func(t *testing.T) {
@@ -316,6 +395,22 @@ func post(c *http.Client, url, body string, hdr []string) (int, string, string, 
 	}
 	_ = json.Unmarshal(raw, &b)
 	return resp.StatusCode, b.WorkflowRunID, string(raw), nil
+}
+
+// orgSlug returns the slug of organization id, from the caller's organization list.
+func orgSlug(t *testing.T, c *client, id string) string {
+	t.Helper()
+	r := c.get("/api/auth/organization/list")
+	require.Equal(t, http.StatusOK, r.Status, r.Raw)
+	for _, o := range arr(t, decodeAny(t, r.Raw)) {
+		if m := obj(t, o); m["id"] == id {
+			slug, _ := m["slug"].(string)
+			require.NotEmpty(t, slug, r.Raw)
+			return slug
+		}
+	}
+	t.Fatalf("organization %s is not in the caller's list: %s", id, r.Raw)
+	return ""
 }
 
 // send posts body to path through the gateway with contentType and header pairs.
