@@ -9,7 +9,7 @@ import (
 	"svc.dev/deploy/check"
 )
 
-// groups are the services that get an autoscaler and a disruption budget: the two that take
+// scaled are the services that get an autoscaler and a disruption budget: the two that take
 // the traffic and the load (issue 8).
 var scaled = map[string]bool{"gateway": true, "run-orchestrator": true}
 

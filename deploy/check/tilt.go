@@ -325,7 +325,7 @@ func (t *Tilt) Workloads() map[string]bool {
 	return w
 }
 
-// Resource returns the names of every resource Tilt would have: local resources and one per
+// Resources returns the names of every resource Tilt would have: local resources and one per
 // workload (renamed by k8s_resource new_name when given).
 func (t *Tilt) Resources() map[string]bool {
 	res := map[string]bool{}
