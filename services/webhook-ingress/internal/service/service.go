@@ -36,8 +36,7 @@ func needs() boot.Needs { return boot.Needs{Postgres: false, Redis: true} }
 type Config struct {
 	Addr            string
 	OrchestratorURL string
-	// IdentityURL is where identity's LookupOrganization is (route organizations by slug).
-	IdentityURL string
+	IdentityURL     string // identity's LookupOrganization: route organizations by slug
 	GitHub          RouteConfig
 	Standard        RouteConfig
 	Base            boot.Config

@@ -26,14 +26,15 @@ import (
 // CacheTTL is how long a found organization is reused without asking identity again.
 const CacheTTL = 5 * time.Second
 
-// maxCached bounds the cache. Only the configured routes' slugs are ever looked up, so it is
-// never reached in practice; past it, answers are simply not cached.
-const maxCached = 256
+// MaxCached bounds the cache. Only the configured routes' slugs are ever looked up, so it is
+// never reached in practice; past it, expired entries are dropped, and while none has expired
+// new answers are simply not cached.
+const MaxCached = 256
 
 // peer names identity in the errors of the use case (and so in the 503's log line).
 const peer = "identity"
 
-// Config tunes a Directory; zero values take the defaults.
+// Config tunes an OrganizationDirectory; zero values take the defaults.
 type Config struct {
 	// TTL is how long a found organization is cached; zero means CacheTTL.
 	TTL time.Duration
@@ -41,8 +42,8 @@ type Config struct {
 	Now func() time.Time
 }
 
-// Directory is the app.Organizations over identity.v1.
-type Directory struct {
+// OrganizationDirectory is the app.Organizations over identity.v1.
+type OrganizationDirectory struct {
 	rpc identityv1connect.IdentityServiceClient
 	ttl time.Duration
 	now func() time.Time
@@ -58,7 +59,7 @@ type cached struct {
 
 // New returns a directory calling identity at baseURL through httpClient (from
 // libs/httpclient, which signs, traces and breaks).
-func New(httpClient connect.HTTPClient, baseURL string, cfg Config, opts ...connect.ClientOption) *Directory {
+func New(httpClient connect.HTTPClient, baseURL string, cfg Config, opts ...connect.ClientOption) *OrganizationDirectory {
 	if httpClient == nil {
 		panic("nil http client")
 	}
@@ -68,7 +69,7 @@ func New(httpClient connect.HTTPClient, baseURL string, cfg Config, opts ...conn
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	return &Directory{
+	return &OrganizationDirectory{
 		rpc: identityv1connect.NewIdentityServiceClient(httpClient, baseURL, opts...),
 		ttl: cfg.TTL, now: cfg.Now, found: map[string]cached{},
 	}
@@ -78,7 +79,7 @@ func New(httpClient connect.HTTPClient, baseURL string, cfg Config, opts ...conn
 // looked up (or taken from the cache). No organization with the slug is
 // app.ErrOrganizationNotFound; identity not answering is an *app.UnavailableError, never a
 // not-found.
-func (d *Directory) Resolve(ctx context.Context, ref string) (string, error) {
+func (d *OrganizationDirectory) Resolve(ctx context.Context, ref string) (string, error) {
 	if wire.ValidID(wire.Organization, ref) {
 		return ref, nil
 	}
@@ -104,7 +105,7 @@ func (d *Directory) Resolve(ctx context.Context, ref string) (string, error) {
 	}
 }
 
-func (d *Directory) cached(slug string) (string, bool) {
+func (d *OrganizationDirectory) cached(slug string) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	c, ok := d.found[slug]
@@ -118,17 +119,17 @@ func (d *Directory) cached(slug string) (string, bool) {
 	return c.id, true
 }
 
-func (d *Directory) remember(slug, id string) {
+func (d *OrganizationDirectory) remember(slug, id string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	now := d.now()
-	if len(d.found) >= maxCached {
+	if len(d.found) >= MaxCached {
 		for s, c := range d.found {
 			if !now.Before(c.expires) {
 				delete(d.found, s)
 			}
 		}
-		if len(d.found) >= maxCached {
+		if len(d.found) >= MaxCached {
 			return
 		}
 	}

@@ -3,6 +3,7 @@ package identityclient_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"sync"
@@ -89,7 +90,7 @@ type testBundle struct {
 	identity *fakeIdentity
 	srv      *httptest.Server
 	clock    *clock
-	dir      *identityclient.Directory
+	dir      *identityclient.OrganizationDirectory
 }
 
 func setup(t *testing.T) *testBundle {
@@ -180,6 +181,36 @@ func TestDirectory(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, acmeID, id)
 		require.Equal(t, []string{"acme", "acme", "acme"}, b.identity.calls())
+	})
+
+	t.Run("TheCacheIsBounded", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t)
+		slug := func(i int) string { return fmt.Sprintf("org-%d", i) }
+		id := func(i int) string { return fmt.Sprintf("org_01j%023d", i) }
+		n := identityclient.MaxCached + 10
+		for i := range n {
+			b.identity.set(slug(i), id(i))
+		}
+		resolveAll := func() {
+			t.Helper()
+			for i := range n {
+				got, err := b.dir.Resolve(ctx, slug(i))
+				require.NoError(t, err)
+				require.Equal(t, id(i), got)
+			}
+		}
+		resolveAll()
+		require.Len(t, b.identity.calls(), n)
+		// The first MaxCached are cached; the rest were answered but not kept.
+		resolveAll()
+		require.Len(t, b.identity.calls(), n+10)
+		// Once they expire, room is made again.
+		b.clock.advance(5 * time.Second)
+		resolveAll()
+		require.Len(t, b.identity.calls(), 2*n+10)
+		resolveAll()
+		require.Len(t, b.identity.calls(), 2*n+10+10)
 	})
 
 	t.Run("IdentityNotAnsweringIsUnavailableNeverNotFound", func(t *testing.T) {
