@@ -81,6 +81,11 @@ func New(cfg Config) *Client {
 		otelhttp.WithMeterProvider(cfg.Telemetry.Meter),
 		otelhttp.WithPropagators(cfg.Telemetry.Propagator),
 		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			// The route the request matched (the gateway's hop), not its path: ids stay out
+			// of span names.
+			if route := telemetry.Route(r.Context()); route != "" {
+				return cfg.Peer + " " + r.Method + " " + route
+			}
 			return cfg.Peer + " " + r.Method + " " + r.URL.Path
 		}))
 	threshold := cfg.FailuresToOpen

@@ -17,6 +17,8 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 	"go.opentelemetry.io/otel/trace"
+
+	"svc.dev/libs/telemetry"
 )
 
 // Config says where the pool points and whose schema it works in.
@@ -45,7 +47,7 @@ func Open(ctx context.Context, cfg Config) (*pgxpool.Pool, error) {
 		pc.MaxConns = cfg.MaxConns
 	}
 	if cfg.Tracer != nil {
-		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(cfg.Tracer), otelpgx.WithDisableAcquireTracer())
+		pc.ConnConfig.Tracer = otelpgx.NewTracer(otelpgx.WithTracerProvider(telemetry.ChildSpansOnly(cfg.Tracer)), otelpgx.WithDisableAcquireTracer())
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

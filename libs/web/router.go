@@ -6,12 +6,14 @@ import (
 	"github.com/gorilla/mux"
 
 	"svc.dev/libs/errs"
+	"svc.dev/libs/telemetry"
 )
 
 // NewRouter returns a router whose misses answer in JSON: 404 not_found for an unknown path
 // and 405 method_not_allowed for a known path with another method.
 func NewRouter() *mux.Router {
 	r := mux.NewRouter()
+	r.Use(nameRoute)
 	r.NotFoundHandler = http.HandlerFunc(NotFound)
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		WriteJSON(w, http.StatusMethodNotAllowed, errs.New(errs.MethodNotAllowed, nil).Body())
@@ -43,4 +45,17 @@ func Routes(r *mux.Router) []string {
 		return nil
 	})
 	return out
+}
+
+// nameRoute names the request's server span after the route it matched (its template, such
+// as "/api/runs/{runId}"): the span starts before routing, under the service's name.
+func nameRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if route := mux.CurrentRoute(r); route != nil {
+			if tpl, err := route.GetPathTemplate(); err == nil {
+				r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, tpl))
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

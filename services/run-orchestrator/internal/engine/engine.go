@@ -20,6 +20,9 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/noop"
 
 	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
@@ -40,6 +43,9 @@ type Config struct {
 	// Workers is how many runs this replica drives at once.
 	Workers int
 	HTTP    HTTPConfig
+	// Tracer and Propagator trace the runs' steps (nil: not traced).
+	Tracer     trace.TracerProvider
+	Propagator propagation.TextMapPropagator
 	// Heartbeat is how often the replica refreshes its row in replicas (default 1 s);
 	// DeadAfter how old a heartbeat makes a replica dead (default 5 s); SweepEvery how often
 	// the replica looks for dead replicas' work (default: Heartbeat).
@@ -48,15 +54,17 @@ type Config struct {
 
 // Engine drives runs.
 type Engine struct {
-	pool      *pgxpool.Pool
-	river     *river.Client[pgx.Tx]
-	log       *slog.Logger
-	cfg       Config
-	executors map[string]Executor
-	catalog   map[string]connectors.Entry
-	hidden    map[string]map[string]bool // x-expression params, kept raw
-	progs     *programs
-	timers    *timers
+	pool       *pgxpool.Pool
+	river      *river.Client[pgx.Tx]
+	log        *slog.Logger
+	cfg        Config
+	executors  map[string]Executor
+	catalog    map[string]connectors.Entry
+	hidden     map[string]map[string]bool // x-expression params, kept raw
+	progs      *programs
+	timers     *timers
+	tracer     trace.Tracer
+	propagator propagation.TextMapPropagator
 
 	mu sync.Mutex
 	// running holds, per run, the cancel of each job driving it here (by job id: parallel
@@ -69,9 +77,22 @@ type Engine struct {
 	bgDone   chan struct{}
 }
 
-// runArgs is the one job kind: drive run RunID as far as it goes.
+// runArgs is the one job kind: drive run RunID as far as it goes. Trace carries the W3C trace
+// context of what inserted the job (the dispatching request, a signal, the step before), so
+// the run's steps join that trace.
 type runArgs struct {
-	RunID string `json:"run_id"`
+	RunID string            `json:"run_id"`
+	Trace map[string]string `json:"trace,omitempty"`
+}
+
+// args is the job that continues runID, in ctx's trace.
+func (e *Engine) args(ctx context.Context, runID string) runArgs {
+	a := runArgs{RunID: runID}
+	if e.propagator != nil && trace.SpanContextFromContext(ctx).IsValid() {
+		a.Trace = map[string]string{}
+		e.propagator.Inject(ctx, propagation.MapCarrier(a.Trace))
+	}
+	return a
 }
 
 // Kind is the runtime workflow's name.
@@ -121,6 +142,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) 
 		progs: newPrograms(), running: map[string]map[int64]context.CancelCauseFunc{},
 		stopping: make(chan struct{}), bgDone: make(chan struct{}),
 	}
+	tp := cfg.Tracer
+	if tp == nil {
+		tp = noop.NewTracerProvider()
+	}
+	e.tracer, e.propagator = tp.Tracer("svc.dev/services/run-orchestrator/engine"), cfg.Propagator
 	for _, entry := range entries {
 		e.catalog[entry.Type] = entry
 		e.hidden[entry.Type] = expressionParams(entry)
@@ -273,7 +299,7 @@ func (e *Engine) Dispatch(ctx context.Context, r run.NewRun, key string) (string
 				return fmt.Errorf("insert idempotency key: %w", err)
 			}
 		}
-		if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: r.ID}, nil); err != nil {
+		if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, r.ID), nil); err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
 		return nil
@@ -336,7 +362,7 @@ func (e *Engine) release(ctx context.Context, tx pgx.Tx, l *loaded, blockID stri
 	if _, err := e.save(ctx, tx, l); err != nil {
 		return false, err
 	}
-	if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: l.id}, nil); err != nil {
+	if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, l.id), nil); err != nil {
 		return false, fmt.Errorf("insert job: %w", err)
 	}
 	return true, nil

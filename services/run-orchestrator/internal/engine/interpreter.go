@@ -12,6 +12,10 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 
 	"svc.dev/libs/wire"
 	"svc.dev/proto/connectors"
@@ -218,8 +222,20 @@ type step struct {
 
 // drive runs the job's run until it finishes, suspends, or other workers hold its remaining
 // blocks.
-func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) error {
+func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) (err error) {
 	runID := job.Args.RunID
+	if e.propagator != nil && len(job.Args.Trace) > 0 {
+		ctx = e.propagator.Extract(ctx, propagation.MapCarrier(job.Args.Trace))
+	}
+	ctx, span := e.tracer.Start(ctx, "svc-runtime drive", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("run.id", runID), attribute.Int64("river.job.id", job.ID), attribute.Int("river.job.attempt", job.Attempt)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	e.mu.Lock()
 	if e.running[runID] == nil {
@@ -238,7 +254,7 @@ func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) error {
 	}()
 	c := newRunCache()
 	var st *step
-	err := e.inJobTx(runCtx, job, c, func(ctx context.Context, tx pgx.Tx, l *loaded) error {
+	err = e.inJobTx(runCtx, job, c, func(ctx context.Context, tx pgx.Tx, l *loaded) error {
 		if l == nil {
 			return nil
 		}
@@ -326,7 +342,7 @@ func (e *Engine) proceed(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]
 		if err := e.saveCached(ctx, tx, l, c); err != nil {
 			return nil, err
 		}
-		if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: l.id}, nil); err != nil {
+		if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, l.id), nil); err != nil {
 			return nil, fmt.Errorf("insert job: %w", err)
 		}
 		return nil, e.complete(ctx, tx, job)
@@ -353,7 +369,7 @@ func (e *Engine) proceed(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]
 		// by then (this worker may get to it first) finds nothing to do and completes.
 		params := make([]river.InsertManyParams, 0, len(ready)-1)
 		for range ready[1:] {
-			params = append(params, river.InsertManyParams{Args: runArgs{RunID: l.id}})
+			params = append(params, river.InsertManyParams{Args: e.args(ctx, l.id)})
 		}
 		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
 			return nil, fmt.Errorf("insert jobs of parallel blocks: %w", err)
@@ -440,7 +456,14 @@ func (e *Engine) beginAttempt(ctx context.Context, tx pgx.Tx, l *loaded, st *ste
 func (e *Engine) execute(ctx context.Context, job *river.Job[runArgs], st *step, c *runCache) (*step, error) {
 	entry := e.catalog[st.block.Type]
 	for {
-		res, execErr := e.call(ctx, entry, st)
+		sctx, span := e.tracer.Start(ctx, "step "+st.block.Type, trace.WithAttributes(attribute.String("run.id", st.runID),
+			attribute.String("block.id", st.block.ID), attribute.Int("attempt", st.attempt), attribute.String("attempt.id", st.attemptID)))
+		res, execErr := e.call(sctx, entry, st)
+		if execErr != nil {
+			span.RecordError(execErr)
+			span.SetStatus(codes.Error, execErr.Error())
+		}
+		span.End()
 		if execErr == nil && res.Wait != nil {
 			return e.suspend(ctx, job, st, res.Wait, c)
 		}

@@ -234,7 +234,7 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 		if _, err := e.save(ctx, tx, l); err != nil {
 			return 0, err
 		}
-		if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: runID}, nil); err != nil {
+		if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, runID), nil); err != nil {
 			return 0, fmt.Errorf("insert job: %w", err)
 		}
 	}
@@ -293,7 +293,7 @@ func (e *Engine) handBack(ctx context.Context, job *river.Job[runArgs], blockID 
 			if !at.IsZero() {
 				opts.ScheduledAt = at
 			}
-			if _, err := e.river.InsertTx(ctx, tx, runArgs{RunID: l.id}, opts); err != nil {
+			if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, l.id), opts); err != nil {
 				return fmt.Errorf("insert job: %w", err)
 			}
 		}

@@ -105,6 +105,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		Replica: ReplicaID(),
 		Workers: cfg.Workers, HTTP: engine.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
+		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator,
 	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

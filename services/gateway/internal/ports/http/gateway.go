@@ -17,6 +17,7 @@ import (
 	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
+	"svc.dev/libs/telemetry"
 	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/app"
 )
@@ -132,6 +133,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		web.NotFound(w, r)
 		return
 	}
+	r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, rt.name()))
 	if rt.Open && rt.Peer == Identity {
 		r = r.WithContext(internalauth.WithIdentity(r.Context(), vouchFor(r)))
 	}

@@ -50,6 +50,18 @@ func table() []route {
 	}
 }
 
+// name is the route as spans show it: "/api/workflows/*/run", "/api/runs/*" — never an id.
+func (r route) name() string {
+	switch {
+	case r.Exact != "":
+		return r.Exact
+	case r.Prefix != "":
+		return r.Prefix + "*"
+	default:
+		return "/" + strings.Join(r.Pattern, "/")
+	}
+}
+
 func (r route) matches(p string, segments []string) bool {
 	switch {
 	case r.Exact != "":
