@@ -44,7 +44,8 @@ type StartRunRequest struct {
 	// trigger_kind is "manual", "schedule" or "webhook"; empty means "manual".
 	TriggerKind string `protobuf:"bytes,6,opt,name=trigger_kind,json=triggerKind,proto3" json:"trigger_kind,omitempty"`
 	// trigger_json holds more members of the run's trigger object as a JSON object (for example
-	// {"schedule_id": "sch_..."}); empty means none.
+	// {"scheduleId": "sch_...", "cutoff": "2026-11-22T10:03:00.000Z"}, as the scheduler sends);
+	// empty means none.
 	TriggerJson   string `protobuf:"bytes,7,opt,name=trigger_json,json=triggerJson,proto3" json:"trigger_json,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -158,6 +159,99 @@ func (*StartRunRequest_WorkflowId) isStartRunRequest_Workflow() {}
 
 func (*StartRunRequest_WorkflowName) isStartRunRequest_Workflow() {}
 
+// StartRunsRequest is a batch of starts, of one or more organizations.
+type StartRunsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// requests are the starts, at most 500 (more is InvalidArgument); each is read as a
+	// StartRunRequest.
+	Requests      []*StartRunRequest `protobuf:"bytes,1,rep,name=requests,proto3" json:"requests,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRunsRequest) Reset() {
+	*x = StartRunsRequest{}
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRunsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRunsRequest) ProtoMessage() {}
+
+func (x *StartRunsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRunsRequest.ProtoReflect.Descriptor instead.
+func (*StartRunsRequest) Descriptor() ([]byte, []int) {
+	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *StartRunsRequest) GetRequests() []*StartRunRequest {
+	if x != nil {
+		return x.Requests
+	}
+	return nil
+}
+
+// StartRunsResponse answers a StartRunsRequest item by item.
+type StartRunsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// responses holds one answer per request, in the order of the requests.
+	Responses     []*StartRunResponse `protobuf:"bytes,1,rep,name=responses,proto3" json:"responses,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StartRunsResponse) Reset() {
+	*x = StartRunsResponse{}
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StartRunsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StartRunsResponse) ProtoMessage() {}
+
+func (x *StartRunsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StartRunsResponse.ProtoReflect.Descriptor instead.
+func (*StartRunsResponse) Descriptor() ([]byte, []int) {
+	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StartRunsResponse) GetResponses() []*StartRunResponse {
+	if x != nil {
+		return x.Responses
+	}
+	return nil
+}
+
 // StartRunResponse is exactly one of a started run or the reason none was started.
 type StartRunResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -175,7 +269,7 @@ type StartRunResponse struct {
 
 func (x *StartRunResponse) Reset() {
 	*x = StartRunResponse{}
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[1]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -187,7 +281,7 @@ func (x *StartRunResponse) String() string {
 func (*StartRunResponse) ProtoMessage() {}
 
 func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[1]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -200,7 +294,7 @@ func (x *StartRunResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StartRunResponse.ProtoReflect.Descriptor instead.
 func (*StartRunResponse) Descriptor() ([]byte, []int) {
-	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{1}
+	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *StartRunResponse) GetResult() isStartRunResponse_Result {
@@ -275,7 +369,7 @@ type Started struct {
 
 func (x *Started) Reset() {
 	*x = Started{}
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +381,7 @@ func (x *Started) String() string {
 func (*Started) ProtoMessage() {}
 
 func (x *Started) ProtoReflect() protoreflect.Message {
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[2]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +394,7 @@ func (x *Started) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Started.ProtoReflect.Descriptor instead.
 func (*Started) Descriptor() ([]byte, []int) {
-	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{2}
+	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Started) GetRunId() string {
@@ -326,7 +420,7 @@ type NotFound struct {
 
 func (x *NotFound) Reset() {
 	*x = NotFound{}
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -338,7 +432,7 @@ func (x *NotFound) String() string {
 func (*NotFound) ProtoMessage() {}
 
 func (x *NotFound) ProtoReflect() protoreflect.Message {
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[3]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -351,7 +445,7 @@ func (x *NotFound) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NotFound.ProtoReflect.Descriptor instead.
 func (*NotFound) Descriptor() ([]byte, []int) {
-	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{3}
+	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{5}
 }
 
 // Rejected says why the run was not started.
@@ -368,7 +462,7 @@ type Rejected struct {
 
 func (x *Rejected) Reset() {
 	*x = Rejected{}
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -380,7 +474,7 @@ func (x *Rejected) String() string {
 func (*Rejected) ProtoMessage() {}
 
 func (x *Rejected) ProtoReflect() protoreflect.Message {
-	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[4]
+	mi := &file_orchestrator_v1_orchestrator_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -393,7 +487,7 @@ func (x *Rejected) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rejected.ProtoReflect.Descriptor instead.
 func (*Rejected) Descriptor() ([]byte, []int) {
-	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{4}
+	return file_orchestrator_v1_orchestrator_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Rejected) GetCode() string {
@@ -426,7 +520,11 @@ const file_orchestrator_v1_orchestrator_proto_rawDesc = "" +
 	"\ftrigger_kind\x18\x06 \x01(\tR\vtriggerKind\x12!\n" +
 	"\ftrigger_json\x18\a \x01(\tR\vtriggerJsonB\n" +
 	"\n" +
-	"\bworkflow\"\xc5\x01\n" +
+	"\bworkflow\"P\n" +
+	"\x10StartRunsRequest\x12<\n" +
+	"\brequests\x18\x01 \x03(\v2 .orchestrator.v1.StartRunRequestR\brequests\"T\n" +
+	"\x11StartRunsResponse\x12?\n" +
+	"\tresponses\x18\x01 \x03(\v2!.orchestrator.v1.StartRunResponseR\tresponses\"\xc5\x01\n" +
 	"\x10StartRunResponse\x124\n" +
 	"\astarted\x18\x01 \x01(\v2\x18.orchestrator.v1.StartedH\x00R\astarted\x128\n" +
 	"\tnot_found\x18\x02 \x01(\v2\x19.orchestrator.v1.NotFoundH\x00R\bnotFound\x127\n" +
@@ -439,9 +537,10 @@ const file_orchestrator_v1_orchestrator_proto_rawDesc = "" +
 	"\bNotFound\"8\n" +
 	"\bRejected\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2f\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\xba\x01\n" +
 	"\x13OrchestratorService\x12O\n" +
-	"\bStartRun\x12 .orchestrator.v1.StartRunRequest\x1a!.orchestrator.v1.StartRunResponseB\xb7\x01\n" +
+	"\bStartRun\x12 .orchestrator.v1.StartRunRequest\x1a!.orchestrator.v1.StartRunResponse\x12R\n" +
+	"\tStartRuns\x12!.orchestrator.v1.StartRunsRequest\x1a\".orchestrator.v1.StartRunsResponseB\xb7\x01\n" +
 	"\x13com.orchestrator.v1B\x11OrchestratorProtoP\x01Z0svc.dev/proto/gen/orchestrator/v1;orchestratorv1\xa2\x02\x03OXX\xaa\x02\x0fOrchestrator.V1\xca\x02\x0fOrchestrator\\V1\xe2\x02\x1bOrchestrator\\V1\\GPBMetadata\xea\x02\x10Orchestrator::V1b\x06proto3"
 
 var (
@@ -456,25 +555,31 @@ func file_orchestrator_v1_orchestrator_proto_rawDescGZIP() []byte {
 	return file_orchestrator_v1_orchestrator_proto_rawDescData
 }
 
-var file_orchestrator_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_orchestrator_v1_orchestrator_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_orchestrator_v1_orchestrator_proto_goTypes = []any{
-	(*StartRunRequest)(nil),  // 0: orchestrator.v1.StartRunRequest
-	(*StartRunResponse)(nil), // 1: orchestrator.v1.StartRunResponse
-	(*Started)(nil),          // 2: orchestrator.v1.Started
-	(*NotFound)(nil),         // 3: orchestrator.v1.NotFound
-	(*Rejected)(nil),         // 4: orchestrator.v1.Rejected
+	(*StartRunRequest)(nil),   // 0: orchestrator.v1.StartRunRequest
+	(*StartRunsRequest)(nil),  // 1: orchestrator.v1.StartRunsRequest
+	(*StartRunsResponse)(nil), // 2: orchestrator.v1.StartRunsResponse
+	(*StartRunResponse)(nil),  // 3: orchestrator.v1.StartRunResponse
+	(*Started)(nil),           // 4: orchestrator.v1.Started
+	(*NotFound)(nil),          // 5: orchestrator.v1.NotFound
+	(*Rejected)(nil),          // 6: orchestrator.v1.Rejected
 }
 var file_orchestrator_v1_orchestrator_proto_depIdxs = []int32{
-	2, // 0: orchestrator.v1.StartRunResponse.started:type_name -> orchestrator.v1.Started
-	3, // 1: orchestrator.v1.StartRunResponse.not_found:type_name -> orchestrator.v1.NotFound
-	4, // 2: orchestrator.v1.StartRunResponse.rejected:type_name -> orchestrator.v1.Rejected
-	0, // 3: orchestrator.v1.OrchestratorService.StartRun:input_type -> orchestrator.v1.StartRunRequest
-	1, // 4: orchestrator.v1.OrchestratorService.StartRun:output_type -> orchestrator.v1.StartRunResponse
-	4, // [4:5] is the sub-list for method output_type
-	3, // [3:4] is the sub-list for method input_type
-	3, // [3:3] is the sub-list for extension type_name
-	3, // [3:3] is the sub-list for extension extendee
-	0, // [0:3] is the sub-list for field type_name
+	0, // 0: orchestrator.v1.StartRunsRequest.requests:type_name -> orchestrator.v1.StartRunRequest
+	3, // 1: orchestrator.v1.StartRunsResponse.responses:type_name -> orchestrator.v1.StartRunResponse
+	4, // 2: orchestrator.v1.StartRunResponse.started:type_name -> orchestrator.v1.Started
+	5, // 3: orchestrator.v1.StartRunResponse.not_found:type_name -> orchestrator.v1.NotFound
+	6, // 4: orchestrator.v1.StartRunResponse.rejected:type_name -> orchestrator.v1.Rejected
+	0, // 5: orchestrator.v1.OrchestratorService.StartRun:input_type -> orchestrator.v1.StartRunRequest
+	1, // 6: orchestrator.v1.OrchestratorService.StartRuns:input_type -> orchestrator.v1.StartRunsRequest
+	3, // 7: orchestrator.v1.OrchestratorService.StartRun:output_type -> orchestrator.v1.StartRunResponse
+	2, // 8: orchestrator.v1.OrchestratorService.StartRuns:output_type -> orchestrator.v1.StartRunsResponse
+	7, // [7:9] is the sub-list for method output_type
+	5, // [5:7] is the sub-list for method input_type
+	5, // [5:5] is the sub-list for extension type_name
+	5, // [5:5] is the sub-list for extension extendee
+	0, // [0:5] is the sub-list for field type_name
 }
 
 func init() { file_orchestrator_v1_orchestrator_proto_init() }
@@ -486,7 +591,7 @@ func file_orchestrator_v1_orchestrator_proto_init() {
 		(*StartRunRequest_WorkflowId)(nil),
 		(*StartRunRequest_WorkflowName)(nil),
 	}
-	file_orchestrator_v1_orchestrator_proto_msgTypes[1].OneofWrappers = []any{
+	file_orchestrator_v1_orchestrator_proto_msgTypes[3].OneofWrappers = []any{
 		(*StartRunResponse_Started)(nil),
 		(*StartRunResponse_NotFound)(nil),
 		(*StartRunResponse_Rejected)(nil),
@@ -497,7 +602,7 @@ func file_orchestrator_v1_orchestrator_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_orchestrator_v1_orchestrator_proto_rawDesc), len(file_orchestrator_v1_orchestrator_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,9 @@ const (
 	// OrchestratorServiceStartRunProcedure is the fully-qualified name of the OrchestratorService's
 	// StartRun RPC.
 	OrchestratorServiceStartRunProcedure = "/orchestrator.v1.OrchestratorService/StartRun"
+	// OrchestratorServiceStartRunsProcedure is the fully-qualified name of the OrchestratorService's
+	// StartRuns RPC.
+	OrchestratorServiceStartRunsProcedure = "/orchestrator.v1.OrchestratorService/StartRuns"
 )
 
 // OrchestratorServiceClient is a client for the orchestrator.v1.OrchestratorService service.
@@ -47,6 +50,17 @@ type OrchestratorServiceClient interface {
 	// its first job in one transaction, and returns the run id. The same idempotency key in the
 	// same organization within 24 hours returns the first run's id and starts nothing.
 	StartRun(context.Context, *connect.Request[v1.StartRunRequest]) (*connect.Response[v1.StartRunResponse], error)
+	// StartRuns starts a batch of runs: each item is answered as StartRun answers it, in the
+	// same order, in one StartRunResponse. Each distinct workflow of the batch is read from the
+	// editor once, the idempotency keys are looked up in one query, and every new run, its
+	// idempotency record and its first job are stored in one transaction. A key used by an
+	// earlier run (or by an earlier item of the same batch) answers that run's id with
+	// deduplicated true; a key taken by a concurrent start is resolved in the same transaction,
+	// so each key still names one run. The answer is a Connect error only when nothing of the
+	// batch could be stored (editor or database down): then nothing of it was stored, and the
+	// caller may retry the whole batch with the same keys. An empty batch answers an empty list;
+	// more than 500 items is InvalidArgument and starts nothing.
+	StartRuns(context.Context, *connect.Request[v1.StartRunsRequest]) (*connect.Response[v1.StartRunsResponse], error)
 }
 
 // NewOrchestratorServiceClient constructs a client for the orchestrator.v1.OrchestratorService
@@ -66,17 +80,29 @@ func NewOrchestratorServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(orchestratorServiceMethods.ByName("StartRun")),
 			connect.WithClientOptions(opts...),
 		),
+		startRuns: connect.NewClient[v1.StartRunsRequest, v1.StartRunsResponse](
+			httpClient,
+			baseURL+OrchestratorServiceStartRunsProcedure,
+			connect.WithSchema(orchestratorServiceMethods.ByName("StartRuns")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // orchestratorServiceClient implements OrchestratorServiceClient.
 type orchestratorServiceClient struct {
-	startRun *connect.Client[v1.StartRunRequest, v1.StartRunResponse]
+	startRun  *connect.Client[v1.StartRunRequest, v1.StartRunResponse]
+	startRuns *connect.Client[v1.StartRunsRequest, v1.StartRunsResponse]
 }
 
 // StartRun calls orchestrator.v1.OrchestratorService.StartRun.
 func (c *orchestratorServiceClient) StartRun(ctx context.Context, req *connect.Request[v1.StartRunRequest]) (*connect.Response[v1.StartRunResponse], error) {
 	return c.startRun.CallUnary(ctx, req)
+}
+
+// StartRuns calls orchestrator.v1.OrchestratorService.StartRuns.
+func (c *orchestratorServiceClient) StartRuns(ctx context.Context, req *connect.Request[v1.StartRunsRequest]) (*connect.Response[v1.StartRunsResponse], error) {
+	return c.startRuns.CallUnary(ctx, req)
 }
 
 // OrchestratorServiceHandler is an implementation of the orchestrator.v1.OrchestratorService
@@ -86,6 +112,17 @@ type OrchestratorServiceHandler interface {
 	// its first job in one transaction, and returns the run id. The same idempotency key in the
 	// same organization within 24 hours returns the first run's id and starts nothing.
 	StartRun(context.Context, *connect.Request[v1.StartRunRequest]) (*connect.Response[v1.StartRunResponse], error)
+	// StartRuns starts a batch of runs: each item is answered as StartRun answers it, in the
+	// same order, in one StartRunResponse. Each distinct workflow of the batch is read from the
+	// editor once, the idempotency keys are looked up in one query, and every new run, its
+	// idempotency record and its first job are stored in one transaction. A key used by an
+	// earlier run (or by an earlier item of the same batch) answers that run's id with
+	// deduplicated true; a key taken by a concurrent start is resolved in the same transaction,
+	// so each key still names one run. The answer is a Connect error only when nothing of the
+	// batch could be stored (editor or database down): then nothing of it was stored, and the
+	// caller may retry the whole batch with the same keys. An empty batch answers an empty list;
+	// more than 500 items is InvalidArgument and starts nothing.
+	StartRuns(context.Context, *connect.Request[v1.StartRunsRequest]) (*connect.Response[v1.StartRunsResponse], error)
 }
 
 // NewOrchestratorServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -101,10 +138,18 @@ func NewOrchestratorServiceHandler(svc OrchestratorServiceHandler, opts ...conne
 		connect.WithSchema(orchestratorServiceMethods.ByName("StartRun")),
 		connect.WithHandlerOptions(opts...),
 	)
+	orchestratorServiceStartRunsHandler := connect.NewUnaryHandler(
+		OrchestratorServiceStartRunsProcedure,
+		svc.StartRuns,
+		connect.WithSchema(orchestratorServiceMethods.ByName("StartRuns")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/orchestrator.v1.OrchestratorService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case OrchestratorServiceStartRunProcedure:
 			orchestratorServiceStartRunHandler.ServeHTTP(w, r)
+		case OrchestratorServiceStartRunsProcedure:
+			orchestratorServiceStartRunsHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -116,4 +161,8 @@ type UnimplementedOrchestratorServiceHandler struct{}
 
 func (UnimplementedOrchestratorServiceHandler) StartRun(context.Context, *connect.Request[v1.StartRunRequest]) (*connect.Response[v1.StartRunResponse], error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("orchestrator.v1.OrchestratorService.StartRun is not implemented"))
+}
+
+func (UnimplementedOrchestratorServiceHandler) StartRuns(context.Context, *connect.Request[v1.StartRunsRequest]) (*connect.Response[v1.StartRunsResponse], error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("orchestrator.v1.OrchestratorService.StartRuns is not implemented"))
 }
