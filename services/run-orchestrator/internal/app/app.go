@@ -40,6 +40,13 @@ type Engine interface {
 	Dispatch(ctx context.Context, r run.NewRun, key string) (id string, deduplicated bool, err error)
 	// RunForKey returns the run an unexpired idempotency key names, or "".
 	RunForKey(ctx context.Context, org, key string) (string, error)
+	// DispatchMany stores runs, their idempotency records (keys[i] for runs[i]; "" for none;
+	// the set pairs distinct) and their first jobs in one transaction. It returns per run the
+	// run holding its key: runs[i].ID when stored, else the run of a concurrent start that
+	// took the key first. On error nothing was stored.
+	DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error)
+	// RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired key names, or "".
+	RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error)
 	Cancel(ctx context.Context, org, id string) (run.Status, error)
 	Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (signalID string, delivered bool, err error)
 }

@@ -95,6 +95,15 @@ func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, err
 
 // checkInput validates input against the trigger block's input_schema, when it has one.
 func checkInput(def run.Definition, input json.RawMessage) error {
+	sch, err := compileInputSchema(def)
+	if err != nil {
+		return err
+	}
+	return validateInput(sch, input)
+}
+
+// compileInputSchema compiles the trigger block's input_schema; nil when it has none.
+func compileInputSchema(def run.Definition) (*jsonschema.Schema, error) {
 	var schema any
 	for _, b := range def.Blocks {
 		if strings.HasPrefix(b.Type, "trigger.") {
@@ -103,23 +112,31 @@ func checkInput(def run.Definition, input json.RawMessage) error {
 		}
 	}
 	if schema == nil {
-		return nil
+		return nil, nil
 	}
 	raw, err := json.Marshal(schema)
 	if err != nil {
-		return &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+		return nil, &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+		return nil, &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
 	}
 	c := jsonschema.NewCompiler()
 	if err := c.AddResource("input_schema.json", doc); err != nil {
-		return &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+		return nil, &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
 	}
 	sch, err := c.Compile("input_schema.json")
 	if err != nil {
-		return &DispatchError{Message: "the trigger's input_schema does not compile", Err: err}
+		return nil, &DispatchError{Message: "the trigger's input_schema does not compile", Err: err}
+	}
+	return sch, nil
+}
+
+// validateInput checks input against sch (nil: anything goes): nil or *run.InvalidInputError.
+func validateInput(sch *jsonschema.Schema, input json.RawMessage) error {
+	if sch == nil {
+		return nil
 	}
 	inst, err := jsonschema.UnmarshalJSON(bytes.NewReader(input))
 	if err != nil {

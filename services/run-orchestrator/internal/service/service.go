@@ -118,7 +118,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
 	start := app.NewStartRunHandler(catalog, eng)
 	runs := app.NewRuns(postgres.NewRunReader(base.Pool), eng)
-	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start),
+	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, app.NewStartRunsHandler(catalog, eng)),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
 		API:          httpport.NewRouter(httpport.Handlers{Start: start, Runs: runs}, log),

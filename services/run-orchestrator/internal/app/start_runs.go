@@ -1,0 +1,266 @@
+package app
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// MaxStartRuns is the most starts one batch may hold.
+const MaxStartRuns = 500
+
+// snapshotFetches is how many editor calls one batch has in flight.
+const snapshotFetches = 8
+
+// TooManyStartsError says a batch holds more than MaxStartRuns starts: nothing was started.
+type TooManyStartsError struct{ N int }
+
+func (e *TooManyStartsError) Error() string {
+	return fmt.Sprintf("a batch holds at most %d starts, got %d", MaxStartRuns, e.N)
+}
+
+// StartRunResult is the answer to one start of a batch: the run, or Err, which is
+// run.ErrWorkflowNotFound, *run.InvalidWorkflowError or *run.InvalidInputError.
+type StartRunResult struct {
+	Started Started
+	Err     error
+}
+
+// StartRunsHandler dispatches a batch of runs (the scheduler's ticks): each distinct workflow is
+// read from the editor once, each distinct input_schema compiled once, the idempotency keys
+// looked up in one query, and every new run stored in one transaction. Each start is answered
+// as StartRunHandler answers it alone, taken in order: a key an earlier start of the batch
+// used names that start's run.
+type StartRunsHandler struct {
+	catalog WorkflowCatalog
+	engine  Engine
+}
+
+// NewStartRunsHandler returns the handler; both ports are required.
+func NewStartRunsHandler(catalog WorkflowCatalog, engine Engine) StartRunsHandler {
+	if catalog == nil || engine == nil {
+		panic("nil catalog or engine")
+	}
+	return StartRunsHandler{catalog: catalog, engine: engine}
+}
+
+// workflowKey names one editor lookup: the same workflow reference of the same organization.
+type workflowKey struct {
+	org string
+	ref WorkflowRef
+}
+
+// idemKey is an idempotency key of an organization.
+type idemKey struct{ org, key string }
+
+// prepared is a workflow as a batch uses it: the snapshot, its parsed definition and its
+// compiled input schema, or why none of its starts can run.
+type prepared struct {
+	snap   Snapshot
+	schema *jsonschema.Schema
+	err    error
+}
+
+// Handle answers every start of cmds, in order. The error is *TooManyStartsError or a
+// *DispatchError (the editor or the store could not answer): then nothing was stored.
+func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartRunResult, error) {
+	if len(cmds) > MaxStartRuns {
+		return nil, &TooManyStartsError{N: len(cmds)}
+	}
+	out := make([]StartRunResult, len(cmds))
+	if len(cmds) == 0 {
+		return out, nil
+	}
+
+	// A redelivery costs no editor call: keys already used are answered first.
+	known, err := h.knownKeys(ctx, cmds)
+	if err != nil {
+		return nil, err
+	}
+	pending := make([]int, 0, len(cmds))
+	for i, c := range cmds {
+		if id := known[idemKey{c.OrganizationID, c.IdempotencyKey}]; c.IdempotencyKey != "" && id != "" {
+			out[i] = StartRunResult{Started: Started{RunID: id, Deduplicated: true}}
+			continue
+		}
+		pending = append(pending, i)
+	}
+	if len(pending) == 0 {
+		return out, nil
+	}
+	workflows, err := h.workflows(ctx, cmds, pending)
+	if err != nil {
+		return nil, err
+	}
+
+	var (
+		runs     []run.NewRun
+		keys     []string
+		runOf    = make([]int, len(cmds)) // index in runs of the run that answers cmds[i]; -1: none
+		keyOwner = map[idemKey]int{}      // the index in runs holding a key of this batch
+		owns     = make([]bool, len(cmds))
+	)
+	for i := range runOf {
+		runOf[i] = -1
+	}
+	for _, i := range pending {
+		c := cmds[i]
+		k := idemKey{c.OrganizationID, c.IdempotencyKey}
+		if c.IdempotencyKey != "" {
+			if j, ok := keyOwner[k]; ok {
+				runOf[i] = j
+				continue
+			}
+		}
+		p := workflows[workflowKey{c.OrganizationID, c.Workflow}]
+		if p.err != nil {
+			out[i] = StartRunResult{Err: p.err}
+			continue
+		}
+		input := normalInput(c.Input)
+		if err := validateInput(p.schema, input); err != nil {
+			out[i] = StartRunResult{Err: err}
+			continue
+		}
+		runOf[i], owns[i] = len(runs), true
+		if c.IdempotencyKey != "" {
+			keyOwner[k] = len(runs)
+		}
+		runs = append(runs, run.NewRun{
+			ID: wire.NewID(wire.Run), OrganizationID: c.OrganizationID, WorkflowID: p.snap.ID,
+			WorkflowVersion: p.snap.Version, Definition: p.snap.Definition, Input: input, Trigger: normalTrigger(c.Trigger),
+		})
+		keys = append(keys, c.IdempotencyKey)
+	}
+	if len(runs) == 0 {
+		return out, nil
+	}
+	ids, err := h.engine.DispatchMany(ctx, runs, keys)
+	if err != nil {
+		return nil, &DispatchError{Message: "the runs could not be stored; nothing was started", Err: err}
+	}
+	for i, j := range runOf {
+		if j < 0 {
+			continue
+		}
+		// A start that shares an earlier start's key is that run, deduplicated; so is a start
+		// whose key a concurrent start took first.
+		out[i] = StartRunResult{Started: Started{RunID: ids[j], Deduplicated: !owns[i] || ids[j] != runs[j].ID}}
+	}
+	return out, nil
+}
+
+// knownKeys looks up every distinct idempotency key of cmds in one query.
+func (h StartRunsHandler) knownKeys(ctx context.Context, cmds []StartRun) (map[idemKey]string, error) {
+	var orgs, keys []string
+	seen := map[idemKey]bool{}
+	for _, c := range cmds {
+		k := idemKey{c.OrganizationID, c.IdempotencyKey}
+		if c.IdempotencyKey == "" || seen[k] {
+			continue
+		}
+		seen[k] = true
+		orgs, keys = append(orgs, k.org), append(keys, k.key)
+	}
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	ids, err := h.engine.RunsForKeys(ctx, orgs, keys)
+	if err != nil {
+		return nil, &DispatchError{Message: "the run store is unavailable; nothing was started", Err: err}
+	}
+	known := make(map[idemKey]string, len(ids))
+	for i, id := range ids {
+		if id != "" {
+			known[idemKey{orgs[i], keys[i]}] = id
+		}
+	}
+	return known, nil
+}
+
+// workflows reads each distinct workflow of cmds[pending...] from the editor once,
+// snapshotFetches at a time, and prepares it. Any failure of the editor fails the batch.
+func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pending []int) (map[workflowKey]prepared, error) {
+	var wanted []workflowKey
+	seen := map[workflowKey]bool{}
+	for _, i := range pending {
+		k := workflowKey{cmds[i].OrganizationID, cmds[i].Workflow}
+		if !seen[k] {
+			seen[k] = true
+			wanted = append(wanted, k)
+		}
+	}
+	got := make([]prepared, len(wanted))
+	errs := make([]error, len(wanted))
+	sem := make(chan struct{}, snapshotFetches)
+	var wg sync.WaitGroup
+	for j, k := range wanted {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			snap, err := h.catalog.Workflow(ctx, k.org, k.ref)
+			if errors.Is(err, run.ErrWorkflowNotFound) {
+				got[j] = prepared{err: run.ErrWorkflowNotFound}
+				return
+			}
+			if err != nil {
+				errs[j] = err
+				return
+			}
+			got[j] = prepare(snap)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, &DispatchError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
+	}
+	out := make(map[workflowKey]prepared, len(wanted))
+	for j, k := range wanted {
+		out[k] = got[j]
+	}
+	return out, nil
+}
+
+// prepare checks a snapshot once for all the starts of its workflow. A definition or an
+// input_schema that cannot be read makes its starts workflow_invalid, so one broken workflow
+// never fails the starts of the others in a batch.
+func prepare(snap Snapshot) prepared {
+	if len(snap.ValidationErrors) > 0 {
+		return prepared{err: &run.InvalidWorkflowError{Errors: snap.ValidationErrors}}
+	}
+	def, err := run.ParseDefinition(snap.Definition)
+	if err != nil {
+		return prepared{err: &run.InvalidWorkflowError{Errors: []run.ValidationError{{
+			Code: "definition_unreadable", Message: "the workflow definition could not be read: " + err.Error()}}}}
+	}
+	sch, err := compileInputSchema(def)
+	if err != nil {
+		return prepared{err: &run.InvalidWorkflowError{Errors: []run.ValidationError{{
+			Code: "input_schema_invalid", Message: err.Error()}}}}
+	}
+	return prepared{snap: snap, schema: sch}
+}
+
+// normalInput is the run input: empty means null.
+func normalInput(in json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(in)) == 0 {
+		return json.RawMessage("null")
+	}
+	return in
+}
+
+// normalTrigger is the run's trigger object: empty means a manual start.
+func normalTrigger(t json.RawMessage) json.RawMessage {
+	if len(t) == 0 {
+		return json.RawMessage(`{"kind":"manual"}`)
+	}
+	return t
+}
