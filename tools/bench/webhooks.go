@@ -34,10 +34,9 @@ import (
 // from the Redis fast path, no run started).
 //
 // Why it runs a gateway and a webhook-ingress of its own: a route names its organization in
-// the settings the service reads at start (SVC_WEBHOOK_STANDARD_ORG), and today that must be
-// the organization's id, which exists only once the scenario has signed up; identity has no
-// lookup by slug yet, which would let the system be started with a slug chosen beforehand. So
-// the scenario builds both binaries from this checkout and starts them with the route
+// the settings the service reads at start (SVC_WEBHOOK_STANDARD_ORG), and the scenario's
+// organization is made by its own sign-up, after the system started (the other scenarios share
+// that system and must not depend on this one's settings). So the scenario builds both binaries from this checkout and starts them with the route
 // configured, the gateway pointing at the system's identity, editor, orchestrator and
 // scheduler and at this webhook-ingress, both with the system's secret and Redis. The path
 // measured is the production one: client → gateway → webhook-ingress → Redis / orchestrator.
