@@ -62,25 +62,54 @@ type peerOrchestrator struct {
 	orchestratorv1connect.UnimplementedOrchestratorServiceHandler
 	editor *peerEditor
 	down   atomic.Bool
-	mu     sync.Mutex
-	runs   map[string]string // org + "/" + key → run id
-	calls  []startCall
+	// old makes it an orchestrator that does not serve StartRuns yet.
+	old     atomic.Bool
+	mu      sync.Mutex
+	runs    map[string]string // org + "/" + key → run id
+	calls   []startCall       // every start, alone or in a batch
+	batches []int             // the size of each StartRuns
+	singles int               // how many StartRun
 }
 
 func (o *peerOrchestrator) StartRun(_ context.Context, req *connect.Request[orchestratorv1.StartRunRequest]) (*connect.Response[orchestratorv1.StartRunResponse], error) {
 	if o.down.Load() {
 		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("orchestrator down"))
 	}
-	m := req.Msg
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.singles++
+	return connect.NewResponse(o.start(req.Msg)), nil
+}
+
+func (o *peerOrchestrator) StartRuns(_ context.Context, req *connect.Request[orchestratorv1.StartRunsRequest]) (*connect.Response[orchestratorv1.StartRunsResponse], error) {
+	if o.old.Load() {
+		return nil, connect.NewError(connect.CodeUnimplemented, fmt.Errorf("no StartRuns here"))
+	}
+	if o.down.Load() {
+		return nil, connect.NewError(connect.CodeUnavailable, fmt.Errorf("orchestrator down"))
+	}
+	if len(req.Msg.GetRequests()) > 500 {
+		return nil, connect.NewError(connect.CodeInvalidArgument, fmt.Errorf("too many"))
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.batches = append(o.batches, len(req.Msg.GetRequests()))
+	out := &orchestratorv1.StartRunsResponse{}
+	for _, m := range req.Msg.GetRequests() {
+		out.Responses = append(out.Responses, o.start(m))
+	}
+	return connect.NewResponse(out), nil
+}
+
+// start is one start, under o.mu.
+func (o *peerOrchestrator) start(m *orchestratorv1.StartRunRequest) *orchestratorv1.StartRunResponse {
 	o.calls = append(o.calls, startCall{org: m.GetOrganizationId(), workflow: m.GetWorkflowId(), key: m.GetIdempotencyKey(),
 		kind: m.GetTriggerKind(), trigger: m.GetTriggerJson(), input: m.GetInputJson()})
 	o.editor.mu.Lock()
 	exists := o.editor.workflows[m.GetOrganizationId()+"/"+m.GetWorkflowId()]
 	o.editor.mu.Unlock()
 	if !exists {
-		return connect.NewResponse(&orchestratorv1.StartRunResponse{Result: &orchestratorv1.StartRunResponse_NotFound{NotFound: &orchestratorv1.NotFound{}}}), nil
+		return &orchestratorv1.StartRunResponse{Result: &orchestratorv1.StartRunResponse_NotFound{NotFound: &orchestratorv1.NotFound{}}}
 	}
 	k := m.GetOrganizationId() + "/" + m.GetIdempotencyKey()
 	id, dedup := o.runs[k]
@@ -88,8 +117,19 @@ func (o *peerOrchestrator) StartRun(_ context.Context, req *connect.Request[orch
 		id = wire.NewID(wire.Run)
 		o.runs[k] = id
 	}
-	return connect.NewResponse(&orchestratorv1.StartRunResponse{Result: &orchestratorv1.StartRunResponse_Started{
-		Started: &orchestratorv1.Started{RunId: id, Deduplicated: dedup}}}), nil
+	return &orchestratorv1.StartRunResponse{Result: &orchestratorv1.StartRunResponse_Started{
+		Started: &orchestratorv1.Started{RunId: id, Deduplicated: dedup}}}
+}
+
+// counts is how many StartRuns and StartRun calls the orchestrator answered, and the largest
+// batch.
+func (o *peerOrchestrator) counts() (batches, largest, singles int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	for _, n := range o.batches {
+		largest = max(largest, n)
+	}
+	return len(o.batches), largest, o.singles
 }
 
 func (o *peerOrchestrator) snapshot() (map[string]string, []startCall) {
@@ -418,7 +458,7 @@ func TestTick(t *testing.T) {
 		t.Parallel()
 		sys := start(t, func(c *service.Config) {
 			// Small batches: many transactions of many ticks meet on the same rows.
-			c.TickSizes = command.TickConfig{ClaimBatch: 50, ClaimWorkers: 3, DispatchBatch: 20, DispatchWorkers: 3, Concurrency: 8}
+			c.TickSizes = command.TickConfig{ClaimBatch: 50, ClaimWorkers: 3, DispatchBatch: 20, DispatchWorkers: 3, CallBatch: 7, Concurrency: 2}
 		})
 		b := sys.setup(t)
 		wf := b.workflow(t)
@@ -465,7 +505,11 @@ func TestTick(t *testing.T) {
 
 		runs, calls := sys.orchestrator.snapshot()
 		require.Len(t, runs, n, "one run per (schedule, cutoff)")
-		require.Len(t, calls, n, "and one StartRun each: no fire was dispatched twice")
+		require.Len(t, calls, n, "and one start each: no fire was dispatched twice")
+		batches, largest, singles := sys.orchestrator.counts()
+		require.Zero(t, singles, "fires go in batches")
+		require.LessOrEqual(t, largest, 7, "a call carries at most CallBatch fires")
+		require.GreaterOrEqual(t, batches, n/7)
 		for _, c := range calls {
 			require.True(t, ids[strings.TrimSuffix(strings.TrimPrefix(c.key, "schedule:"), ":2026-11-22T10:03:00.000Z")], c.key)
 			require.Equal(t, b.org, c.org)
@@ -558,6 +602,34 @@ func TestTick(t *testing.T) {
 		}
 		r = b.tick(t)
 		require.Empty(t, r.Body["fired"], "dispatched fires are out of the outbox")
+	})
+
+	t.Run("OrchestratorWithoutStartRunsGetsOneStartRunPerFire", func(t *testing.T) {
+		t.Parallel()
+		sys := start(t, nil)
+		sys.orchestrator.old.Store(true)
+		b := sys.setup(t)
+		wf := b.workflow(t)
+		gone := b.workflow(t)
+		var ids []string
+		for range 4 {
+			ids = append(ids, b.create(t, map[string]any{"workflowId": wf, "cron": "@hourly"})["id"].(string))
+		}
+		orphan := b.create(t, map[string]any{"workflowId": gone, "cron": "@hourly"})["id"].(string)
+		b.deleteWorkflow(gone)
+		sys.clock.Set(time.Date(2026, 11, 22, 11, 0, 0, 0, time.UTC))
+		r := b.tick(t)
+		require.EqualValues(t, 5, r.Body["claimed"])
+		require.Len(t, items(t, r.Body["fired"]), 4, r.Raw)
+		require.Equal(t, []map[string]any{{"scheduleId": orphan, "cutoff": "2026-11-22T11:00:00.000Z", "error": "workflow_not_found"}}, items(t, r.Body["failed"]))
+		runs, _ := sys.orchestrator.snapshot()
+		for _, id := range ids {
+			require.Contains(t, runs, b.org+"/schedule:"+id+":2026-11-22T11:00:00.000Z")
+		}
+		batches, _, singles := sys.orchestrator.counts()
+		require.Zero(t, batches)
+		require.Equal(t, 5, singles)
+		require.Equal(t, false, b.do(t, "GET", "/api/schedules/"+orphan, nil).Body["enabled"])
 	})
 
 	t.Run("DeletedWorkflowFailsTheFireAndDisablesTheSchedule", func(t *testing.T) {

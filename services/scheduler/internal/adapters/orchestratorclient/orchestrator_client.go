@@ -1,12 +1,15 @@
 // Package orchestratorclient starts the runs of fires through run-orchestrator's internal API
-// (orchestrator.v1 StartRun) over Connect, signed as the scheduler, with the fire's idempotency
-// key: a retried dispatch returns the first run instead of starting another.
+// (orchestrator.v1 StartRuns, one call per batch of fires) over Connect, signed as the
+// scheduler, each with its fire's idempotency key: a retried dispatch returns the first run
+// instead of starting another.
 package orchestratorclient
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"sync"
 
 	"connectrpc.com/connect"
 
@@ -16,6 +19,10 @@ import (
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
+
+// singleConcurrency is how many StartRun calls a batch makes at once against an orchestrator
+// that does not serve StartRuns yet (a rolling deploy).
+const singleConcurrency = 16
 
 // OrchestratorClient is the command.Dispatcher port over orchestrator.v1.
 type OrchestratorClient struct {
@@ -34,11 +41,70 @@ type triggerJSON struct {
 	Cutoff     string `json:"cutoff"`
 }
 
-// Dispatch starts the fire's run.
-func (c *OrchestratorClient) Dispatch(ctx context.Context, f schedule.Fire) (schedule.Outcome, error) {
+// Dispatch starts the runs of fires with one StartRuns call and returns their outcomes in
+// order. An orchestrator that does not serve StartRuns (older than this scheduler) gets one
+// StartRun per fire instead.
+func (c *OrchestratorClient) Dispatch(ctx context.Context, fires []schedule.Fire) ([]schedule.Outcome, error) {
+	reqs := make([]*orchestratorv1.StartRunRequest, len(fires))
+	for i, f := range fires {
+		r, err := toStartRunRequest(f)
+		if err != nil {
+			return nil, err
+		}
+		reqs[i] = r
+	}
+	resp, err := c.rpc.StartRuns(ctx, connect.NewRequest(&orchestratorv1.StartRunsRequest{Requests: reqs}))
+	if connect.CodeOf(err) == connect.CodeUnimplemented {
+		return c.dispatchOneByOne(ctx, fires, reqs)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("orchestrator StartRuns: %w", err)
+	}
+	answers := resp.Msg.GetResponses()
+	if len(answers) != len(fires) {
+		return nil, fmt.Errorf("orchestrator StartRuns: %d answers for %d starts", len(answers), len(fires))
+	}
+	out := make([]schedule.Outcome, len(fires))
+	for i, f := range fires {
+		if out[i], err = toOutcome(f, answers[i]); err != nil {
+			return nil, fmt.Errorf("orchestrator StartRuns: %w", err)
+		}
+	}
+	return out, nil
+}
+
+// dispatchOneByOne starts each fire with StartRun, singleConcurrency at a time. Any failure
+// fails the batch: every fire is retried, and the keys make the ones that started answer
+// their run again.
+func (c *OrchestratorClient) dispatchOneByOne(ctx context.Context, fires []schedule.Fire, reqs []*orchestratorv1.StartRunRequest) ([]schedule.Outcome, error) {
+	out := make([]schedule.Outcome, len(fires))
+	errs := make([]error, len(fires))
+	sem := make(chan struct{}, singleConcurrency)
+	var wg sync.WaitGroup
+	for i := range fires {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			resp, err := c.rpc.StartRun(ctx, connect.NewRequest(reqs[i]))
+			if err != nil {
+				errs[i] = fmt.Errorf("orchestrator StartRun: %w", err)
+				return
+			}
+			out[i], errs[i] = toOutcome(fires[i], resp.Msg)
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// toStartRunRequest is the start of a fire's run.
+func toStartRunRequest(f schedule.Fire) (*orchestratorv1.StartRunRequest, error) {
 	trigger, err := json.Marshal(triggerJSON{ScheduleID: f.ScheduleID, Cutoff: wire.FormatTime(f.Cutoff)})
 	if err != nil {
-		return schedule.Outcome{}, err
+		return nil, err
 	}
 	req := &orchestratorv1.StartRunRequest{
 		OrganizationId: f.OrganizationID,
@@ -50,12 +116,16 @@ func (c *OrchestratorClient) Dispatch(ctx context.Context, f schedule.Fire) (sch
 	if len(f.Input) > 0 && string(f.Input) != "null" {
 		req.InputJson = string(f.Input)
 	}
-	resp, err := c.rpc.StartRun(ctx, connect.NewRequest(req))
-	if err != nil {
-		return schedule.Outcome{}, fmt.Errorf("orchestrator StartRun: %w", err)
-	}
-	switch r := resp.Msg.GetResult().(type) {
+	return req, nil
+}
+
+// toOutcome is the fire's outcome for the orchestrator's answer.
+func toOutcome(f schedule.Fire, resp *orchestratorv1.StartRunResponse) (schedule.Outcome, error) {
+	switch r := resp.GetResult().(type) {
 	case *orchestratorv1.StartRunResponse_Started:
+		if r.Started.GetRunId() == "" {
+			return schedule.Outcome{}, errors.New("an answer without a run id")
+		}
 		return schedule.Outcome{Fire: f, RunID: r.Started.GetRunId()}, nil
 	case *orchestratorv1.StartRunResponse_NotFound:
 		return schedule.Outcome{Fire: f, Code: schedule.CodeWorkflowNotFound, Message: "the workflow no longer exists; the schedule is disabled"}, nil
@@ -66,6 +136,6 @@ func (c *OrchestratorClient) Dispatch(ctx context.Context, f schedule.Fire) (sch
 		}
 		return schedule.Outcome{Fire: f, Code: code, Message: r.Rejected.GetMessage()}, nil
 	default:
-		return schedule.Outcome{}, fmt.Errorf("orchestrator StartRun: an answer without a result")
+		return schedule.Outcome{}, errors.New("an answer without a result")
 	}
 }

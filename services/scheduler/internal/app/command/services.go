@@ -14,11 +14,12 @@ type Workflows interface {
 	Exists(ctx context.Context, organizationID, workflowID string) (bool, error)
 }
 
-// Dispatcher starts the run of a fire (run-orchestrator's internal API), with the fire's
+// Dispatcher starts the runs of fires (run-orchestrator's internal API), each with its fire's
 // idempotency key, so a retried dispatch never starts a second run.
 type Dispatcher interface {
-	// Dispatch returns the outcome: a run id, or a final failure code (workflow_not_found,
-	// workflow_invalid, invalid_body). An error means the orchestrator could not answer and the
-	// fire is to be retried.
-	Dispatch(ctx context.Context, f schedule.Fire) (schedule.Outcome, error)
+	// Dispatch starts the runs of fires in one call and returns one outcome per fire, in
+	// order: a run id, or a final failure code (workflow_not_found, workflow_invalid,
+	// invalid_body). An error means the orchestrator did not answer: every fire is to be
+	// retried, and its key makes a retry answer the run a lost answer had started.
+	Dispatch(ctx context.Context, fires []schedule.Fire) ([]schedule.Outcome, error)
 }

@@ -20,13 +20,16 @@ type TickConfig struct {
 	DispatchBatch int
 	// DispatchWorkers is how many dispatch transactions run at once.
 	DispatchWorkers int
-	// Concurrency is how many StartRun calls one dispatch transaction has in flight.
+	// CallBatch is how many fires one call to the Dispatcher (one StartRuns) carries.
+	CallBatch int
+	// Concurrency is how many Dispatcher calls one dispatch transaction has in flight.
 	Concurrency int
 }
 
-// DefaultTickConfig is what the service runs with.
+// DefaultTickConfig is what the service runs with: 4 dispatch transactions of up to 400 fires,
+// each sending them in 2 StartRuns calls of up to 200 at once (8 calls in flight).
 func DefaultTickConfig() TickConfig {
-	return TickConfig{ClaimBatch: 250, ClaimWorkers: 3, DispatchBatch: 100, DispatchWorkers: 4, Concurrency: 16}
+	return TickConfig{ClaimBatch: 250, ClaimWorkers: 3, DispatchBatch: 400, DispatchWorkers: 4, CallBatch: 200, Concurrency: 2}
 }
 
 // TickResult is what one tick did: how many (schedule, cutoff) it claimed, and the outcome of
@@ -52,8 +55,11 @@ func NewTickHandler(queue schedule.FireQueue, dispatcher Dispatcher, cfg TickCon
 	if queue == nil || dispatcher == nil || now == nil || log == nil {
 		panic("nil dependency")
 	}
-	if cfg.ClaimBatch < 1 || cfg.ClaimWorkers < 1 || cfg.DispatchBatch < 1 || cfg.DispatchWorkers < 1 || cfg.Concurrency < 1 {
+	if cfg.ClaimBatch < 1 || cfg.ClaimWorkers < 1 || cfg.DispatchBatch < 1 || cfg.DispatchWorkers < 1 || cfg.CallBatch < 1 || cfg.Concurrency < 1 {
 		panic("tick config: every size must be positive")
+	}
+	if cfg.CallBatch > MaxCallBatch {
+		panic(fmt.Sprintf("tick config: CallBatch is at most %d", MaxCallBatch))
 	}
 	return TickHandler{queue: queue, dispatcher: dispatcher, cfg: cfg, now: now, log: log}
 }
@@ -150,23 +156,37 @@ func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
 	return res, nil
 }
 
-// dispatch starts the runs of fires, Concurrency at a time.
+// MaxCallBatch is the most fires one Dispatcher call may carry (orchestrator.v1 StartRuns).
+const MaxCallBatch = 500
+
+// dispatch starts the runs of fires in calls of CallBatch fires, Concurrency calls at a time.
+// A call that fails leaves each of its fires pending (dispatch_failed: retried by a later tick).
 func (h TickHandler) dispatch(ctx context.Context, fires []schedule.Fire) []schedule.Outcome {
 	out := make([]schedule.Outcome, len(fires))
 	sem := make(chan struct{}, h.cfg.Concurrency)
 	var wg sync.WaitGroup
-	for i, f := range fires {
+	for lo := 0; lo < len(fires); lo += h.cfg.CallBatch {
+		batch := fires[lo:min(lo+h.cfg.CallBatch, len(fires))]
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			o, err := h.dispatcher.Dispatch(ctx, f)
-			if err != nil {
-				h.log.WarnContext(ctx, "dispatch failed; the fire stays in the outbox", "schedule_id", f.ScheduleID,
-					"cutoff", f.Cutoff, "attempts", f.Attempts+1, "err", err)
-				o = schedule.Outcome{Code: schedule.CodeDispatchFailed, Message: "the orchestrator could not be reached; a later tick retries"}
+			got, err := h.dispatcher.Dispatch(ctx, batch)
+			if err == nil && len(got) != len(batch) {
+				err = fmt.Errorf("dispatcher answered %d outcomes for %d fires", len(got), len(batch))
 			}
-			o.Fire = f
-			out[i] = o
+			if err != nil {
+				h.log.WarnContext(ctx, "dispatch failed; the fires stay in the outbox", "fires", len(batch),
+					"first_schedule_id", batch[0].ScheduleID, "cutoff", batch[0].Cutoff, "err", err)
+				got = make([]schedule.Outcome, len(batch))
+				for i := range got {
+					got[i] = schedule.Outcome{Code: schedule.CodeDispatchFailed, Message: "the orchestrator could not be reached; a later tick retries"}
+				}
+			}
+			for i, f := range batch {
+				o := got[i]
+				o.Fire = f
+				out[lo+i] = o
+			}
 		})
 	}
 	wg.Wait()
