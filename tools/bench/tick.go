@@ -17,9 +17,10 @@ import (
 // runs, and the runs API must then list exactly 10,000 runs of the workflow.
 //
 // The scheduler also ticks by itself every SVC_SCHEDULER_TICK (10s by default): a built-in
-// tick at the wrong moment would take part of the work. Run bench with SVC_SCHEDULER_TICK=0
-// (devstack passes it on); a measured tick that claimed fewer than 10,000 is reported as an
-// error, never as a number. -duration and the rates do not apply.
+// tick at the wrong moment would take part of the work. The system bench starts has
+// SVC_SCHEDULER_TICK=0 (systemEnv); with -no-system, run the system with it. A measured tick
+// that claimed fewer than 10,000 is reported as an error, never as a number. -duration and the
+// rates do not apply.
 type scheduleTick struct{}
 
 func (scheduleTick) Name() string { return "schedule-tick" }
@@ -98,7 +99,7 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 	failures, firstErr := 0, ""
 	switch {
 	case ans.Claimed != tickSchedules:
-		failures, firstErr = 1, fmt.Sprintf("the tick claimed %d of %d (a built-in tick took the rest? run with SVC_SCHEDULER_TICK=0; it is %q here)",
+		failures, firstErr = 1, fmt.Sprintf("the tick claimed %d of %d (a built-in tick took the rest? the system needs SVC_SCHEDULER_TICK=0; bench's environment has %q)",
 			ans.Claimed, tickSchedules, os.Getenv("SVC_SCHEDULER_TICK"))
 	case len(ans.Fired) != tickSchedules:
 		failures, firstErr = 1, fmt.Sprintf("the tick started %d runs of %d; %d dispatches failed", len(ans.Fired), tickSchedules, len(ans.Failed))
