@@ -1,6 +1,7 @@
 package internalauth
 
 import (
+	"context"
 	"net/http"
 	"time"
 
@@ -53,4 +54,14 @@ func (t Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	t.Signer.Sign(out.Header, out.Method, out.URL.Path, out.URL.RawQuery, id, t.Now())
 	return t.Base.RoundTrip(out)
+}
+
+// Organization is the organization of the request's verified identity, or 401 unauthorized
+// when it carries none: what every guarded handler scopes its reads and writes by.
+func Organization(ctx context.Context) (string, error) {
+	id, ok := FromContext(ctx)
+	if !ok || id.OrganizationID == "" {
+		return "", errs.Newf(errs.Unauthorized, "no organization in the request's identity")
+	}
+	return id.OrganizationID, nil
 }

@@ -26,13 +26,7 @@ type handlers struct{ app app.Application }
 func listRule() wire.PageRule { return wire.ListRule("schedules") }
 
 // organization is the caller's organization from the signed identity.
-func organization(r *http.Request) (string, error) {
-	id, ok := internalauth.FromContext(r.Context())
-	if !ok || id.OrganizationID == "" {
-		return "", errs.Newf(errs.Unauthorized, "no organization in the request's identity")
-	}
-	return id.OrganizationID, nil
-}
+func organization(r *http.Request) (string, error) { return internalauth.Organization(r.Context()) }
 
 // scheduleID is the {id} of the path; a string no schedule id can be is not_found at once.
 func scheduleID(r *http.Request) (string, error) {
