@@ -197,7 +197,8 @@ func TestSchedules(t *testing.T) {
 			require.Equal(t, http.StatusOK, r.Status, r.Raw)
 			claimed += int(r.Body["claimed"].(float64))
 			for _, f := range objs(t, r.Body["failed"]) {
-				// Under this load a StartRun may time out: the fire stays in the outbox.
+				// A StartRuns call that fails (a timeout on a loaded machine) leaves its fires in the
+				// outbox, with dispatch_failed; later ticks retry them under the same keys.
 				require.Equal(t, "dispatch_failed", f["error"], r.Raw)
 			}
 			for _, f := range objs(t, r.Body["fired"]) {
