@@ -74,8 +74,8 @@ func (s *OrchestratorServer) StartRuns(ctx context.Context, req *connect.Request
 	for j, r := range results {
 		answer, err := toStartRunResponse(r.Started, r.Err)
 		if err != nil {
-			// The use case answers per item only with outcomes; anything else is a bug that
-			// must not pass for a start.
+			// The use case answers items only with outcomes, so this is a bug; it must not
+			// pass for a start, and a retry with the same keys answers any run stored.
 			return nil, connect.NewError(connect.CodeInternal, err)
 		}
 		answers[at[j]] = answer
