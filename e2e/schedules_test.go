@@ -161,6 +161,7 @@ func TestSchedules(t *testing.T) {
 		ids := map[string]bool{}
 		var mu sync.Mutex
 		var wg sync.WaitGroup
+		began := time.Now()
 		for w := range 16 {
 			wg.Go(func() {
 				for i := w; i < n; i += 16 {
@@ -176,9 +177,11 @@ func TestSchedules(t *testing.T) {
 		wg.Wait()
 		require.Len(t, ids, n)
 		require.True(t, time.Now().Before(at), "creating took too long: %s is past", at)
+		t.Logf("%d schedules created in %s; they fire at %s", n, time.Since(began).Round(time.Millisecond), at.Format(time.TimeOnly))
 		waitUntil(at)
 
 		// 8 ticks at once: 4 through the gateway to one replica, 4 straight to the other.
+		ticked := time.Now()
 		results := make([]response, 8)
 		for i := range 8 {
 			wg.Go(func() {
@@ -190,13 +193,15 @@ func TestSchedules(t *testing.T) {
 			})
 		}
 		wg.Wait()
-		claimed := 0
+		t.Logf("8 parallel ticks answered after %s", time.Since(ticked).Round(time.Millisecond))
+		claimed, retried := 0, 0
 		fired := map[string]string{}
 		collect := func(r response) {
 			t.Helper()
 			require.Equal(t, http.StatusOK, r.Status, r.Raw)
 			claimed += int(r.Body["claimed"].(float64))
 			for _, f := range objs(t, r.Body["failed"]) {
+				retried++
 				// A StartRuns call that fails (a timeout on a loaded machine) leaves its fires in the
 				// outbox, with dispatch_failed; later ticks retry them under the same keys.
 				require.Equal(t, "dispatch_failed", f["error"], r.Raw)
@@ -218,6 +223,7 @@ func TestSchedules(t *testing.T) {
 			time.Sleep(time.Second) // a failed dispatch waits at least 1 s before its retry
 			collect(u.c.post("/api/admin/tick", nil))
 		}
+		t.Logf("%d dispatch attempts failed and were retried", retried)
 		require.Equal(t, n, claimed, "retries claim nothing new")
 		require.Len(t, fired, n)
 
