@@ -15,6 +15,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -74,9 +75,12 @@ type Engine struct {
 	running map[string]map[int64]context.CancelCauseFunc
 
 	stopping chan struct{} // closed when Stop begins: workers hand runs back between steps
-	stopOnce sync.Once
-	bgCancel context.CancelFunc
-	bgDone   chan struct{}
+	// lastFullSweep is when this replica's sweep last searched for dead replicas' work
+	// (unix nanoseconds).
+	lastFullSweep atomic.Int64
+	stopOnce      sync.Once
+	bgCancel      context.CancelFunc
+	bgDone        chan struct{}
 }
 
 // runArgs is the one job kind: drive run RunID as far as it goes. Trace carries the W3C trace
@@ -167,7 +171,10 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) 
 		FetchCooldown:     2 * time.Millisecond,
 		FetchPollInterval: 100 * time.Millisecond,
 		JobTimeout:        -1,
-		Logger:            log.With("component", "river"),
+		// Runs, attempts and their history are our own tables; a finished job row is only a
+		// spent queue entry. Kept long, they bloat the table every fetch and sweep reads.
+		CompletedJobRetentionPeriod: 5 * time.Minute,
+		Logger:                      log.With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
@@ -652,7 +659,8 @@ func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, err
 		if err := e.finish(ctx, tx, l, run.StatusCancelled, nil); err != nil {
 			return err
 		}
-		rows, err = tx.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND args->>'run_id' = $2
+		// args @> uses River's GIN index on args (args->>'run_id' would read the whole table).
+		rows, err = tx.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND args @> jsonb_build_object('run_id', $2::text)
 			AND state NOT IN ('completed', 'cancelled', 'discarded')`, run.Spec, runID)
 		if err != nil {
 			return fmt.Errorf("find jobs: %w", err)
