@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +29,33 @@ const (
 	fakeServiceEnv = "DEVSTACK_TEST_FAKE_SERVICE" // set: be a fake service named after argv[0]
 	fakeCrashEnv   = "DEVSTACK_TEST_FAKE_CRASH"   // service name: that one exits 3 soon after start
 )
+
+// testPorts hands out the fake services' ports from below the kernel's ephemeral range
+// (32768 and up here), never the same one twice in this process. Ports from the ephemeral
+// range (what listening on :0 gives) are also the source ports of other tests' outbound
+// connections, which now and then took a port between the pick and the fake's bind.
+var testPorts = struct { //nolint:gochecknoglobals // test infrastructure
+	sync.Mutex
+	next int
+}{next: 20000 + os.Getpid()%8000}
+
+func testPort(t *testing.T) int {
+	t.Helper()
+	testPorts.Lock()
+	defer testPorts.Unlock()
+	for tries := 0; tries < 4000; tries++ {
+		p := testPorts.next
+		testPorts.next++
+		if testPorts.next >= 32000 {
+			testPorts.next = 20000
+		}
+		if checkPortFree("127.0.0.1:"+strconv.Itoa(p)) == nil {
+			return p
+		}
+	}
+	t.Fatal("no free port between 20000 and 32000")
+	return 0
+}
 
 func TestMain(m *testing.M) {
 	if os.Getenv(fakeServiceEnv) != "" {
@@ -166,8 +194,7 @@ func TestRun(t *testing.T) {
 		ports := map[string]int{}
 		for _, s := range allServices() {
 			require.NoError(t, os.Symlink(self, filepath.Join(binDir, s.name)))
-			port, err := freePort()
-			require.NoError(t, err)
+			port := testPort(t)
 			ports[s.name] = port
 			env = append(env, s.addrEnv+"=127.0.0.1:"+strconv.Itoa(port))
 		}
