@@ -195,64 +195,7 @@ func (c chain40) Run(ctx context.Context, env Env) ([]Result, error) {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	env.Log("  built %s: %d blocks, %d edges in %s", id, chainBlocks, chainBlocks-1, time.Since(began).Round(10*time.Millisecond))
-	env.Log("  %d runs one at a time (+%d warm-up), polling GET /api/runs/:id every %s", chainRuns, chainWarmup, chainPoll)
-
-	var client, server []time.Duration
-	failures, apiMissing := 0, 0
-	firstErr := ""
-	var wall time.Duration
-	for i := range chainWarmup + chainRuns {
-		t0 := time.Now()
-		d, run, err := dispatchAndWait(ctx, keyed, id)
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		if i < chainWarmup {
-			if err != nil {
-				return nil, fmt.Errorf("warm-up run: %w", err)
-			}
-			continue
-		}
-		wall += time.Since(t0)
-		if err != nil {
-			failures++
-			if firstErr == "" {
-				firstErr = err.Error()
-			}
-			continue
-		}
-		client = append(client, d)
-		if ad, ok := run.apiDuration(); ok {
-			server = append(server, ad)
-		} else {
-			apiMissing++
-		}
-	}
-	cst := sequentialStats(client, failures, firstErr, wall)
-	res := []Result{{Scenario: c.Name(), Phase: "40 no-op blocks, dispatch → completed, client-observed (sequential)", Stats: cst}}
-	if apiMissing == 0 && len(server) > 0 {
-		sst := sequentialStats(server, failures, "", wall)
-		res = append(res, Result{
-			Scenario: c.Name(), Phase: "40 no-op blocks, run createdAt → finishedAt from the API (sequential)", Stats: sst,
-			Note: chainFinding(cst, &sst),
-		})
-	} else {
-		res[0].Note = chainFinding(cst, nil) + fmt.Sprintf(" The API's createdAt/finishedAt lack sub-second precision on %d runs: no API-timestamp row.", apiMissing)
-	}
-	return res, nil
-}
-
-func chainFinding(client Stats, server *Stats) string {
-	if client.StatusErrors+client.TransportErrors > 0 {
-		return fmt.Sprintf("errors in the phase: target (issue 5: 40 no-op blocks ≤ %d ms) not checked.", chainTarget.Milliseconds())
-	}
-	s := fmt.Sprintf("target (issue 5: 40 no-op blocks dispatch → completed ≤ %d ms), %d runs one at a time: client-observed p50 %s / p99 %s / max %s ms, %s at p99",
-		chainTarget.Milliseconds(), client.N, millis(client.P50), millis(client.P99), millis(client.Max), verdict(client.P99 <= chainTarget))
-	if server != nil {
-		s += fmt.Sprintf("; API createdAt → finishedAt p50 %s / p99 %s / max %s ms, %s at p99",
-			millis(server.P50), millis(server.P99), millis(server.Max), verdict(server.P99 <= chainTarget))
-	}
-	return s + "."
+	return runSequential(ctx, env, keyed, id, chainCase{name: c.Name(), what: "40 no-op blocks", warmup: chainWarmup, runs: chainRuns, target: chainTarget})
 }
 
 // dispatchAndWait starts a run of workflow id and polls it every chainPoll until it is
