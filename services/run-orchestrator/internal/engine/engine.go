@@ -15,7 +15,6 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -75,12 +74,9 @@ type Engine struct {
 	running map[string]map[int64]context.CancelCauseFunc
 
 	stopping chan struct{} // closed when Stop begins: workers hand runs back between steps
-	// lastFullSweep is when this replica's sweep last searched for dead replicas' work
-	// (unix nanoseconds).
-	lastFullSweep atomic.Int64
-	stopOnce      sync.Once
-	bgCancel      context.CancelFunc
-	bgDone        chan struct{}
+	stopOnce sync.Once
+	bgCancel context.CancelFunc
+	bgDone   chan struct{}
 }
 
 // runArgs is the one job kind: drive run RunID as far as it goes. Trace carries the W3C trace

@@ -45,14 +45,10 @@ const lostCode = "lost"
 // forgetReplicasAfter is how long a dead replica's row stays for inspection.
 const forgetReplicasAfter = time.Hour
 
-// fullSweepEvery bounds how long a sweep may skip the search for dead replicas' work because
-// every dead replica is released.
-const fullSweepEvery = 30 * time.Second
-
 func (e *Engine) heartbeat(ctx context.Context) error {
 	host, _ := os.Hostname()
 	_, err := e.pool.Exec(ctx, `INSERT INTO replicas (id, host, pid) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), released = false`, e.cfg.Replica, host, os.Getpid())
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, e.cfg.Replica, host, os.Getpid())
 	if err != nil {
 		return fmt.Errorf("heartbeat: %w", err)
 	}
@@ -61,9 +57,7 @@ func (e *Engine) heartbeat(ctx context.Context) error {
 
 // deregister removes the replica's row: whatever it still holds is swept at once.
 func (e *Engine) deregister(ctx context.Context) error {
-	// Dead at once rather than gone: a step that outlasted the shutdown is still found (and
-	// marked lost) by the next sweep, which then forgets the row.
-	_, err := e.pool.Exec(ctx, `UPDATE replicas SET heartbeat_at = '-infinity', released = false WHERE id = $1`, e.cfg.Replica)
+	_, err := e.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, e.cfg.Replica)
 	return err
 }
 
@@ -101,20 +95,6 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if !got {
 			return nil
 		}
-		// The search below reads River's job table; while every dead replica is released
-		// (its work taken over, or none found) there is nothing for it to find.
-		var unreleased bool
-		if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM replicas WHERE NOT released AND heartbeat_at <= now() - $1::interval)`,
-			e.cfg.DeadAfter.String()).Scan(&unreleased); err != nil {
-			return fmt.Errorf("dead replicas: %w", err)
-		}
-		// Every fullSweepEvery the search runs anyway: a replica that stopped heartbeating
-		// but kept fetching work after its release is found within that bound.
-		last := e.lastFullSweep.Load()
-		if !unreleased && time.Since(time.Unix(0, last)) < fullSweepEvery {
-			return nil
-		}
-		e.lastFullSweep.Store(time.Now().UnixNano())
 		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE heartbeat_at > now() - $1::interval`, e.cfg.DeadAfter.String())
 		if err != nil {
 			return fmt.Errorf("live replicas: %w", err)
@@ -148,11 +128,6 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			lost += n
 		}
 		if len(runIDs) == 0 {
-			// Nothing of a dead replica is left: every one is released (a replica that
-			// comes back clears the mark with its next heartbeat), and old rows go.
-			if _, err := tx.Exec(ctx, `UPDATE replicas SET released = true WHERE NOT released AND id <> ALL($1)`, live); err != nil {
-				return fmt.Errorf("release dead replicas: %w", err)
-			}
 			_, err = tx.Exec(ctx, `DELETE FROM replicas WHERE heartbeat_at < now() - $1::interval`, forgetReplicasAfter.String())
 		}
 		return err
