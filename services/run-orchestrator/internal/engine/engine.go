@@ -282,44 +282,15 @@ func (e *Engine) isStopping() bool {
 
 var errDuplicateKey = errors.New("idempotency key already used")
 
-// Dispatch stores the run, its idempotency record and its first job in one transaction.
+// Dispatch stores the run, its idempotency record and its first job in one transaction: the
+// batch of one of DispatchMany. When a start under 24 h old already holds the key, nothing is
+// stored and that run's id comes back with deduplicated set.
 func (e *Engine) Dispatch(ctx context.Context, r run.NewRun, key string) (string, bool, error) {
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger)
-			VALUES ($1, $2, $3, $4, $5, $6, 'queued', $7)`,
-			r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion, string(r.Definition), string(r.Input), string(r.Trigger)); err != nil {
-			return fmt.Errorf("insert run: %w", err)
-		}
-		if key != "" {
-			// A key older than 24 h is taken over; a fresh one makes this dispatch a duplicate.
-			var got string
-			err := tx.QueryRow(ctx, `INSERT INTO idempotency_keys (organization_id, key, run_id) VALUES ($1, $2, $3)
-				ON CONFLICT (organization_id, key) DO UPDATE SET run_id = excluded.run_id, created_at = now()
-				WHERE idempotency_keys.created_at < now() - interval '24 hours'
-				RETURNING run_id`, r.OrganizationID, key, r.ID).Scan(&got)
-			if errors.Is(err, pgx.ErrNoRows) {
-				return errDuplicateKey
-			}
-			if err != nil {
-				return fmt.Errorf("insert idempotency key: %w", err)
-			}
-		}
-		if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, r.ID), nil); err != nil {
-			return fmt.Errorf("insert job: %w", err)
-		}
-		return nil
-	})
-	if errors.Is(err, errDuplicateKey) {
-		id, err := e.RunForKey(ctx, r.OrganizationID, key)
-		if err != nil || id == "" {
-			return "", false, fmt.Errorf("read idempotency key: %w", errors.Join(err, errDuplicateKey))
-		}
-		return id, true, nil
-	}
+	ids, err := e.DispatchMany(ctx, []run.NewRun{r}, []string{key})
 	if err != nil {
 		return "", false, err
 	}
-	return r.ID, false, nil
+	return ids[0], ids[0] != r.ID, nil
 }
 
 // RunForKey returns the run an idempotency key of org names, if the key is under 24 h old.
@@ -414,8 +385,8 @@ func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []str
 	return ids, nil
 }
 
-// insertKeys inserts the idempotency records of runs[keyed...], taking over keys older than
-// 24 h as Dispatch does. A key a concurrent start holds (committed before this statement got
+// insertKeys inserts the idempotency records of runs[keyed...]; a key older than 24 h is
+// taken over, a fresh one is the earlier start's. A key a concurrent start holds (committed before this statement got
 // its row lock) is lost: the result maps each such run's index to the winner's run id.
 func (e *Engine) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, keyed []int) (map[int]string, error) {
 	org, key, rid := make([]string, len(keyed)), make([]string, len(keyed)), make([]string, len(keyed))
