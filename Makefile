@@ -35,6 +35,18 @@ test/integration: ## all tests against real Postgres and Redis, e2e included
 e2e: ## black-box tests of the whole system through the gateway
 	$(GOTESTSUM) -- -count=1 svc.dev/e2e/... $(TESTFLAGS)
 
+.PHONY: fuzz
+fuzz: ## HTTP fuzzing of every public route, full length (SVC_FUZZ_REQUESTS, default 50000); a short run is part of make test
+	SVC_FUZZ_REQUESTS=$${SVC_FUZZ_REQUESTS:-50000} $(GOTESTSUM) -- -count=1 -timeout 90m -run 'TestHTTPFuzz' svc.dev/e2e/fuzz
+
+.PHONY: chaos
+chaos: ## chaos suite, full length (SVC_CHAOS_DURATION, default 10m); a 60-90 s run is part of make test
+	SVC_CHAOS_DURATION=$${SVC_CHAOS_DURATION:-10m} $(GOTESTSUM) -- -count=1 -timeout 90m -v -run 'TestChaos' svc.dev/e2e/chaos
+
+.PHONY: soak
+soak: ## soak: steady mixed load, resource growth sampled every 30 s (SVC_SOAK_DURATION, default 30m)
+	SVC_SOAK_DURATION=$${SVC_SOAK_DURATION:-30m} $(GOTESTSUM) -- -count=1 -timeout 120m -v -run 'TestSoak' svc.dev/e2e/chaos
+
 .PHONY: svc
 svc: ## build the svc command-line client into bin/svc
 	go build -ldflags "-X svc.dev/libs/buildinfo.version=$(VERSION)" -o bin/svc ./tools/svc
