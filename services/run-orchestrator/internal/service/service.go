@@ -117,11 +117,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
 	start := app.NewStartRunHandler(catalog, eng)
-	runs := app.NewRuns(postgres.NewRunReader(base.Pool), eng)
+	reader := postgres.NewRunReader(base.Pool)
+	runs := app.NewRuns(reader, eng)
+	list := app.NewListRunsHandler(reader, catalog)
 	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, app.NewStartRunsHandler(catalog, eng)),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(httpport.Handlers{Start: start, Runs: runs}, log),
+		API:          httpport.NewRouter(httpport.Handlers{Start: start, List: list, Runs: runs}, log),
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})

@@ -17,6 +17,7 @@ func toAppError(err error) *errs.Error {
 		ie *run.InvalidInputError
 		de *app.DispatchError
 		ce *app.CancelError
+		ue *app.UnavailableError
 		pe *wire.PageError
 		e  *errs.Error
 	)
@@ -40,6 +41,8 @@ func toAppError(err error) *errs.Error {
 		return errs.New(errs.DispatchFailed, err).WithMessage(de.Message)
 	case errors.As(err, &ce):
 		return errs.New(errs.CancelFailed, err).WithMessage("the run could not be cancelled; try again")
+	case errors.As(err, &ue):
+		return errs.New(errs.Unavailable, err).WithMessage(ue.Message + "; try again")
 	case errors.As(err, &pe):
 		return errs.New(errs.InvalidQuery, err).WithMessage(pe.Message)
 	default:

@@ -21,6 +21,7 @@ import (
 // Handlers are the use cases the routes call.
 type Handlers struct {
 	Start app.StartRunHandler
+	List  app.ListRunsHandler
 	Runs  app.Runs
 }
 
@@ -103,25 +104,29 @@ var runsRule = wire.ListRule("runs") //nolint:gochecknoglobals // a constant rul
 
 func (s server) list(w http.ResponseWriter, r *http.Request, workflowID string) error {
 	q := r.URL.Query()
-	page, err := runsRule.ParsePage(q)
+	status := q.Get("status")
+	// A cursor resumes this organization's list under these filters only: with another filter
+	// its position would skip that list's newer runs.
+	rule := runsRule.Scoped(org(r), workflowID, status)
+	page, err := rule.ParsePage(q)
 	if err != nil {
 		return err
 	}
-	f := run.ListFilter{WorkflowID: workflowID, Status: run.Status(q.Get("status")), Limit: page.Limit + 1}
+	f := run.ListFilter{WorkflowID: workflowID, Status: run.Status(status), Limit: page.Limit + 1}
 	if f.Status != "" && !f.Status.Valid() {
 		return errs.Newf(errs.InvalidQuery, "status must be one of queued, running, waiting, completed, failed, cancelled")
 	}
 	if len(page.After) > 0 {
 		f.After = page.After[0]
 	}
-	recs, err := s.h.Runs.Reader().List(r.Context(), org(r), f)
+	recs, err := s.h.List.Handle(r.Context(), app.ListRuns{OrganizationID: org(r), Filter: f})
 	if err != nil {
 		return err
 	}
 	var next *string
 	if len(recs) > page.Limit {
 		recs = recs[:page.Limit]
-		c := runsRule.EncodeCursor(recs[len(recs)-1].ID)
+		c := rule.EncodeCursor(recs[len(recs)-1].ID)
 		next = &c
 	}
 	items := make([]runResponse, len(recs))
@@ -139,7 +144,9 @@ func (s server) logs(w http.ResponseWriter, r *http.Request) error {
 	if !wire.ValidID(wire.Run, id) {
 		return run.ErrNotFound
 	}
-	page, err := logsRule.ParsePage(r.URL.Query())
+	// The cursor is a change sequence of this run: on another run's logs it would skip entries.
+	rule := logsRule.Scoped(id)
+	page, err := rule.ParsePage(r.URL.Query())
 	if err != nil {
 		return err
 	}
@@ -163,7 +170,7 @@ func (s server) logs(w http.ResponseWriter, r *http.Request) error {
 		after = a.Seq
 	}
 	// The cursor is the last change sequence seen, so a follower resumes from the end too.
-	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "nextCursor": logsRule.EncodeCursor(strconv.FormatInt(after, 10))})
+	web.WriteJSON(w, http.StatusOK, map[string]any{"items": out, "nextCursor": rule.EncodeCursor(strconv.FormatInt(after, 10))})
 	return nil
 }
 
