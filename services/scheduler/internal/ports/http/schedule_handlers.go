@@ -76,7 +76,9 @@ func (h handlers) listSchedules(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rule := listRule()
+	// A cursor resumes this organization's list under this filter only: under another filter
+	// its position would skip that list's newer schedules.
+	rule := listRule().Scoped(org, r.URL.Query().Get("workflowId"))
 	page, err := rule.ParsePage(r.URL.Query())
 	if err != nil {
 		return err

@@ -164,7 +164,8 @@ func (h handlers) listWorkflows(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	rule := listRule()
+	// A cursor resumes this organization's list only.
+	rule := listRule().Scoped(org)
 	page, err := rule.ParsePage(r.URL.Query())
 	if err != nil {
 		return err
