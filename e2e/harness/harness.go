@@ -10,8 +10,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -130,6 +132,15 @@ type Options struct {
 	// API address as Origin (the svc CLI) need: SVC_PUBLIC_URL becomes BaseURL, and its
 	// localhost form is added to SVC_TRUSTED_ORIGINS so the system answers at two API URLs.
 	TrustGateway bool
+	// DatabaseURL, when set, is the database the system uses as it is (a private server's, see
+	// StartPostgres); by default the system gets a fresh database of the test Postgres.
+	DatabaseURL string
+	// RedisURL, when set, is the Redis the system uses (see StartRedis); by default the test
+	// Redis, under a fresh key prefix either way.
+	RedisURL string
+	// Pprof gives every process its own profiler listener (SVC_PPROF_ADDR); see
+	// Process.PprofURL.
+	Pprof bool
 }
 
 // System is a running system.
@@ -154,15 +165,34 @@ type System struct {
 // Start runs every service for this test and stops them when it ends.
 func Start(t *testing.T, opts Options) *System {
 	t.Helper()
+	s := New(t, opts)
+	s.StartAll(t)
+	return s
+}
+
+// New prepares a system (addresses, database, settings) without starting a process: a test
+// that places proxies between services (ProxyPeer, ProxyDatabase) does so before StartAll.
+func New(t *testing.T, opts Options) *System {
+	t.Helper()
 	s := &System{
 		URLs:        map[Service]string{},
 		procs:       map[Service][]*Process{},
 		Secret:      randomHex(32),
-		DatabaseURL: testkit.NewDatabase(t),
+		DatabaseURL: opts.DatabaseURL,
 		RedisPrefix: testkit.Name("e2e") + ":",
 		opts:        opts,
 	}
-	redisURL := testkit.RedisURL(t)
+	if s.DatabaseURL == "" {
+		s.DatabaseURL = testkit.NewDatabase(t)
+	}
+	redisURL := opts.RedisURL
+	if redisURL == "" {
+		redisURL = testkit.RedisURL(t)
+	}
+	s.opts.ServiceEnv = map[Service]map[string]string{}
+	for svc, env := range opts.ServiceEnv {
+		s.opts.ServiceEnv[svc] = maps.Clone(env)
+	}
 	s.env = map[string]string{
 		"SVC_DATABASE_URL":    s.DatabaseURL,
 		"SVC_REDIS_URL":       redisURL,
@@ -198,10 +228,54 @@ func Start(t *testing.T, opts Options) *System {
 		}
 		s.env[k] = v
 	}
+	return s
+}
+
+// StartAll starts one process of every service, backends first.
+func (s *System) StartAll(t *testing.T) {
+	t.Helper()
 	for _, svc := range services {
 		s.Run(t, svc, nil)
 	}
-	return s
+}
+
+// SetServiceEnv sets one setting of every later process of svc (after Options.ServiceEnv).
+func (s *System) SetServiceEnv(svc Service, key, value string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.opts.ServiceEnv[svc] == nil {
+		s.opts.ServiceEnv[svc] = map[string]string{}
+	}
+	s.opts.ServiceEnv[svc][key] = value
+}
+
+// ProxyPeer places a TCP proxy between from and its peer to: every later process of from
+// reaches to through the proxy, whose Stop cuts them apart. Call it before StartAll.
+func (s *System) ProxyPeer(t *testing.T, from, to Service) *testkit.Proxy {
+	t.Helper()
+	if to == Gateway {
+		t.Fatalf("harness: the gateway is nobody's peer")
+	}
+	p := testkit.NewProxy(t, strings.TrimPrefix(s.URLs[to], "http://"))
+	s.SetServiceEnv(from, to.urlVar(), "http://"+p.Addr())
+	return p
+}
+
+// ProxyDatabase places a TCP proxy between every later process of svc and Postgres.
+func (s *System) ProxyDatabase(t *testing.T, svc Service) *testkit.Proxy {
+	t.Helper()
+	u, err := url.Parse(s.DatabaseURL)
+	if err != nil {
+		t.Fatalf("harness: database url: %v", err)
+	}
+	host := u.Host
+	if u.Port() == "" {
+		host = net.JoinHostPort(u.Hostname(), "5432")
+	}
+	p := testkit.NewProxy(t, host)
+	u.Host = p.Addr()
+	s.SetServiceEnv(svc, "SVC_DATABASE_URL", u.String())
+	return p
 }
 
 // Run starts one more process of svc (on its configured address unless extra moves it),
@@ -212,13 +286,17 @@ func (s *System) Run(t *testing.T, svc Service, extra map[string]string) *Proces
 	for k, v := range s.env {
 		env = append(env, k+"="+v)
 	}
+	s.mu.Lock()
 	for k, v := range s.opts.ServiceEnv[svc] {
 		env = append(env, k+"="+v)
+	}
+	s.mu.Unlock()
+	if _, ok := extra["SVC_PPROF_ADDR"]; s.opts.Pprof && !ok {
+		env = append(env, "SVC_PPROF_ADDR="+freeAddr(t))
 	}
 	for k, v := range extra {
 		env = append(env, k+"="+v)
 	}
-	p := StartProcess(t, svc, env)
 	base := s.URLs[svc]
 	if svc == Gateway {
 		base = s.AdminURL
@@ -226,11 +304,39 @@ func (s *System) Run(t *testing.T, svc Service, extra map[string]string) *Proces
 	if a, ok := extra[svc.addrVar()]; ok {
 		base = "http://" + a
 	}
-	p.WaitHealthy(t, base, 30*time.Second)
+	return s.start(t, svc, env, base)
+}
+
+// Restart starts p's service again with p's settings, on p's address, once p has exited (a
+// test kills or stops it first), waits until it answers /health, and returns the new process.
+func (s *System) Restart(t *testing.T, p *Process) *Process {
+	t.Helper()
+	if done, _ := p.Exited(); !done {
+		t.Fatalf("harness: restart of %s (pid %d) while it still runs", p.Name, p.Pid())
+	}
+	return s.start(t, p.Name, p.env, p.health)
+}
+
+func (s *System) start(t *testing.T, svc Service, env []string, health string) *Process {
+	t.Helper()
+	p := StartProcess(t, svc, env)
+	p.health = health
+	p.WaitHealthy(t, health, 30*time.Second)
 	s.mu.Lock()
 	s.procs[svc] = append(s.procs[svc], p)
 	s.mu.Unlock()
 	return p
+}
+
+// Live returns the processes of svc that have not exited, in start order.
+func (s *System) Live(svc Service) []*Process {
+	var out []*Process
+	for _, p := range s.Processes(svc) {
+		if done, _ := p.Exited(); !done {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // Output is everything the processes of svc printed so far (their JSON log lines).
@@ -263,17 +369,19 @@ func (s *System) Env() map[string]string {
 
 // Process is one running service binary.
 type Process struct {
-	Name Service
-	cmd  *exec.Cmd
-	out  *syncBuffer
-	done chan struct{}
-	err  error
+	Name   Service
+	cmd    *exec.Cmd
+	env    []string
+	health string // the base URL whose /health says the process is up
+	out    *syncBuffer
+	done   chan struct{}
+	err    error
 }
 
 // StartProcess runs svc's binary with env; output is kept and shown if the test fails.
 func StartProcess(t *testing.T, svc Service, env []string) *Process {
 	t.Helper()
-	p := &Process{Name: svc, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{Name: svc, env: env, out: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(Binary(t, svc))
 	p.cmd.Env = env
 	p.cmd.Stdout = p.out
@@ -354,6 +462,28 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 
 // Output is everything the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
+
+// BaseURL is the address whose /health the harness polled (the gateway's: its probe address).
+func (p *Process) BaseURL() string { return p.health }
+
+// Setting returns the value of one of the process's environment variables (the last wins).
+func (p *Process) Setting(key string) string {
+	v := ""
+	for _, kv := range p.env {
+		if k, val, ok := strings.Cut(kv, "="); ok && k == key {
+			v = val
+		}
+	}
+	return v
+}
+
+// PprofURL is the base URL of the process's profiler (Options.Pprof), or "".
+func (p *Process) PprofURL() string {
+	if a := p.Setting("SVC_PPROF_ADDR"); a != "" {
+		return "http://" + a
+	}
+	return ""
+}
 
 // Exited reports whether the process has ended, and how.
 func (p *Process) Exited() (bool, error) {
