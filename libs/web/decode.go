@@ -30,6 +30,9 @@ func Decode(r *http.Request, v any) error {
 
 // DecodeBytes is Decode for a body already read.
 func DecodeBytes(raw []byte, v any) error {
+	if err := CheckJSON(raw); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
@@ -49,13 +52,23 @@ func DecodeBytes(raw []byte, v any) error {
 	case errors.As(err, &syntaxErr), errors.Is(err, io.ErrUnexpectedEOF):
 		return invalidBody("", "body is not valid JSON")
 	case errors.As(err, &typeErr):
-		return invalidBody(pointerAt(raw, typeErr.Offset), fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value))
+		return invalidBody(wire.PointerAt(raw, typeErr.Offset), fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
 		return invalidBody(wire.Pointer(name), "unknown member "+name)
 	default:
 		return invalidBody("", "body could not be read as JSON")
 	}
+}
+
+// CheckJSON applies the JSON boundary's rules (wire.CheckJSON: UTF-8, nesting depth,
+// duplicate members, numbers a 64-bit float holds) to a body or an embedded JSON value, as an
+// invalid_body error pointing at the offending value.
+func CheckJSON(raw []byte) *errs.Error {
+	if e := wire.CheckJSON(raw); e != nil {
+		return invalidBody(e.Pointer, e.Message)
+	}
+	return nil
 }
 
 func invalidBody(path, msg string) *errs.Error {
@@ -70,73 +83,6 @@ func InvalidBody(issues ...wire.Issue) *errs.Error {
 		msg = issues[0].Message
 	}
 	return errs.New(errs.InvalidBody, nil).WithMessage(msg).With("issues", issues)
-}
-
-// pointerAt returns the JSON Pointer of the value that ends at offset in raw: the decoder's
-// own field path leaves out array indexes, which a client needs to find the bad element.
-func pointerAt(raw []byte, offset int64) string {
-	var stack []pathFrame
-	path := func() string {
-		tokens := make([]any, len(stack))
-		for i, f := range stack {
-			if f.array {
-				tokens[i] = f.index
-			} else {
-				tokens[i] = f.key
-			}
-		}
-		return wire.Pointer(tokens...)
-	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	best := ""
-	expectKey := false
-	for {
-		tok, err := dec.Token()
-		if err != nil || dec.InputOffset() > offset {
-			return best
-		}
-		top := len(stack) - 1
-		if top >= 0 && !stack[top].array && expectKey {
-			if k, ok := tok.(string); ok {
-				stack[top].key = k
-				expectKey = false
-				continue
-			}
-		}
-		// tok starts (or is) a value at the current path.
-		switch tok {
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:top]
-			expectKey = len(stack) > 0 && !stack[len(stack)-1].array
-			advance(stack)
-			continue
-		}
-		best = path()
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, pathFrame{})
-			expectKey = true
-		case json.Delim('['):
-			stack = append(stack, pathFrame{array: true})
-		default:
-			expectKey = top >= 0 && !stack[top].array
-			advance(stack)
-		}
-	}
-}
-
-// pathFrame is one open object or array while walking a body.
-type pathFrame struct {
-	array bool
-	index int
-	key   string
-}
-
-// advance moves an enclosing array on to its next element after a value ends.
-func advance(stack []pathFrame) {
-	if n := len(stack); n > 0 && stack[n-1].array {
-		stack[n-1].index++
-	}
 }
 
 func jsonKind(goKind string) string {

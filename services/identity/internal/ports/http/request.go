@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/domain/credential"
 )
@@ -38,6 +39,10 @@ func decode(r *http.Request, v any) error {
 	// No text this service stores or looks up may hold NUL (Postgres refuses it in text).
 	if bytes.Contains(raw, []byte(`\u0000`)) {
 		return auth.Invalid("", "strings must not contain NUL characters")
+	}
+	if e := wire.CheckJSON(raw); e != nil {
+		// better-auth names a member as a dotted path ("[body.a.b]"), not a JSON Pointer.
+		return auth.Invalid(strings.ReplaceAll(strings.TrimPrefix(e.Pointer, "/"), "/", "."), e.Message)
 	}
 	if err := json.Unmarshal(raw, v); err != nil {
 		var (

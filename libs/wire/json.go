@@ -1,0 +1,249 @@
+package wire
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// MaxJSONDepth is how deeply a client's JSON may nest objects and arrays. Definitions, inputs
+// and payloads need a handful of levels; the bound keeps a hostile body from costing stack and
+// time in every service that walks it, and from reaching encoding/json's own limit, whose
+// error ("exceeded max depth") says nothing a client can act on.
+const MaxJSONDepth = 64
+
+// JSONError is the first place where a client's JSON breaks the boundary's rules: Pointer is
+// the JSON Pointer of the offending value ("" for the body itself), Message says what to
+// change.
+type JSONError struct {
+	Pointer string
+	Message string
+}
+
+func (e *JSONError) Error() string {
+	if e.Pointer == "" {
+		return e.Message
+	}
+	return e.Pointer + ": " + e.Message
+}
+
+// CheckJSON applies the one set of rules every JSON value a client sends passes, whatever it
+// is for (request bodies, run input, signal payloads, schedule input, block params, webhook
+// bodies), before anything decodes or stores it:
+//   - the bytes are UTF-8 (encoding/json would silently turn bad bytes into U+FFFD);
+//   - objects and arrays nest at most MaxJSONDepth levels;
+//   - no object has the same member twice (decoders disagree on which copy wins);
+//   - every number is a 64-bit float: 1e309 or -1e400 (out of range) and 1e-400 (a non-zero
+//     number that would become 0) are refused, and so is an integer literal past ±2^53
+//     (123456789012345678901234567890): templates, outputs and every client that parses JSON
+//     into doubles would silently change its digits. Such values travel as strings. (A float
+//     literal such as 1e20 is a float, and is kept as one.)
+//
+// Syntax errors are left to the decoder that follows; CheckJSON reports nil for them.
+func CheckJSON(raw []byte) *JSONError {
+	if !utf8.Valid(raw) {
+		off := invalidUTF8At(raw)
+		return &JSONError{Pointer: PointerAt(raw, stringEnd(raw, off)), Message: fmt.Sprintf("body is not valid UTF-8 (bad byte at offset %d); send text as UTF-8", off)}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var stack []jsonFrame
+	pointer := func(extra ...any) string {
+		tokens := make([]any, 0, len(stack)+len(extra))
+		for _, f := range stack {
+			switch {
+			case f.array:
+				tokens = append(tokens, f.index)
+			case !f.expectKey: // between members, an object's pointer is its own
+				tokens = append(tokens, f.key)
+			}
+		}
+		return Pointer(append(tokens, extra...)...)
+	}
+	for {
+		tok, err := dec.Token()
+		if errors.Is(err, io.EOF) || err != nil {
+			return nil // the end, or a syntax error for the decoder to report
+		}
+		top := len(stack) - 1
+		if top >= 0 && !stack[top].array && stack[top].expectKey {
+			if k, ok := tok.(string); ok {
+				if _, dup := stack[top].seen[k]; dup {
+					return &JSONError{Pointer: pointer(k), Message: fmt.Sprintf("member %q appears more than once in this object; send it once", k)}
+				}
+				stack[top].seen[k] = struct{}{}
+				stack[top].key = k
+				stack[top].expectKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+			endValue(stack)
+			continue
+		case json.Delim('{'), json.Delim('['):
+			if len(stack) >= MaxJSONDepth {
+				return &JSONError{Pointer: pointer(), Message: fmt.Sprintf("JSON nests more than %d levels of objects and arrays here; flatten it", MaxJSONDepth)}
+			}
+			if tok == json.Delim('{') {
+				stack = append(stack, jsonFrame{expectKey: true, seen: map[string]struct{}{}})
+			} else {
+				stack = append(stack, jsonFrame{array: true})
+			}
+			continue
+		}
+		if n, ok := tok.(json.Number); ok {
+			if msg := checkNumber(string(n)); msg != "" {
+				return &JSONError{Pointer: pointer(), Message: msg}
+			}
+		}
+		endValue(stack)
+	}
+}
+
+// jsonFrame is one open object or array while CheckJSON walks a value.
+type jsonFrame struct {
+	array     bool
+	index     int
+	key       string
+	expectKey bool
+	seen      map[string]struct{}
+}
+
+// endValue moves the enclosing container on after one of its values ended.
+func endValue(stack []jsonFrame) {
+	if n := len(stack); n > 0 {
+		if stack[n-1].array {
+			stack[n-1].index++
+		} else {
+			stack[n-1].expectKey = true
+		}
+	}
+}
+
+// checkNumber says what is wrong with a JSON number literal, or "".
+func checkNumber(s string) string {
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return fmt.Sprintf("number %s is outside the range of a 64-bit float (about ±1.8e308); send a smaller number, or a string", short(s))
+	}
+	integer := !strings.ContainsAny(s, ".eE")
+	if f == 0 && strings.ContainsAny(mantissa(s), "123456789") {
+		return fmt.Sprintf("number %s is too small for a 64-bit float and would become 0; send 0, or a string", short(s))
+	}
+	if integer && !exactInteger(s) {
+		return fmt.Sprintf("integer %s has more digits than a 64-bit float keeps exactly (integers up to ±9007199254740992 fit); send it as a string", short(s))
+	}
+	return ""
+}
+
+func mantissa(s string) string {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// maxExactInteger is 2^53: every integer up to it, and none past it, has a float of its own.
+const maxExactInteger = 1 << 53
+
+// exactInteger reports whether the decimal integer literal s is within ±2^53. Past that, some
+// integers have no float of their own, and those that do may come back with other digits
+// (encoders print a float's shortest form: 20000000000000112 becomes 20000000000000110).
+func exactInteger(s string) bool {
+	digits := strings.TrimLeft(strings.TrimPrefix(s, "-"), "0")
+	if len(digits) <= 15 {
+		return true
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	return err == nil && n <= maxExactInteger
+}
+
+// short keeps an error message readable for a number of ten thousand digits.
+func short(s string) string {
+	if len(s) > 40 {
+		return s[:37] + "..."
+	}
+	return s
+}
+
+func invalidUTF8At(raw []byte) int {
+	for i := 0; i < len(raw); {
+		r, size := utf8.DecodeRune(raw[i:])
+		if r == utf8.RuneError && size <= 1 {
+			return i
+		}
+		i += size
+	}
+	return len(raw)
+}
+
+// stringEnd is the offset just past the string that holds raw[off] (bad bytes can only be
+// inside a string of valid JSON).
+func stringEnd(raw []byte, off int) int64 {
+	for i := off; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			i++
+		case '"':
+			return int64(i + 1)
+		}
+	}
+	return int64(len(raw))
+}
+
+// PointerAt returns the JSON Pointer of the value that ends at offset (the offset
+// encoding/json's type errors carry: its own error paths leave out array indexes, which a
+// client needs to find the bad element). Bytes past a syntax error give the last value that
+// parsed.
+func PointerAt(raw []byte, offset int64) string {
+	var stack []jsonFrame
+	path := func() string {
+		tokens := make([]any, len(stack))
+		for i, f := range stack {
+			if f.array {
+				tokens[i] = f.index
+			} else {
+				tokens[i] = f.key
+			}
+		}
+		return Pointer(tokens...)
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	best := ""
+	for {
+		tok, err := dec.Token()
+		if err != nil || dec.InputOffset() > offset {
+			return best
+		}
+		top := len(stack) - 1
+		if top >= 0 && !stack[top].array && stack[top].expectKey {
+			if k, ok := tok.(string); ok {
+				stack[top].key = k
+				stack[top].expectKey = false
+				continue
+			}
+		}
+		switch tok {
+		case json.Delim('}'), json.Delim(']'):
+			stack = stack[:top]
+			endValue(stack)
+			continue
+		}
+		best = path()
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, jsonFrame{expectKey: true})
+		case json.Delim('['):
+			stack = append(stack, jsonFrame{array: true})
+		default:
+			endValue(stack)
+		}
+	}
+}
