@@ -224,10 +224,9 @@ func TestWebhooks(t *testing.T) {
 			{"StandardMissingHeaders", send(t, sys, "/api/webhooks/events/billing", "application/json", good), http.StatusUnauthorized, "invalid_signature"},
 			{"StaleTimestamp", deliverStandard(t, sys, "billing", "msg_stale", now.Add(-6*time.Minute), good), http.StatusUnauthorized, "invalid_signature"},
 			{"FutureTimestamp", deliverStandard(t, sys, "billing", "msg_future", now.Add(6*time.Minute), good), http.StatusUnauthorized, "invalid_signature"},
-			{"WrongContentType", send(t, sys, "/api/webhooks/events/billing", "text/plain", good,
-				standardHeaders("msg_text", now, good, whStandardSecret)...), http.StatusBadRequest, "webhook_rejected"},
-			{"GitHubFormEncoded", send(t, sys, "/api/webhooks/github", "application/x-www-form-urlencoded", "payload=%7B%7D",
-				"X-GitHub-Event", "ping", "X-GitHub-Delivery", "gh-form", "X-Hub-Signature-256", githubSignature([]byte("payload=%7B%7D"))), http.StatusBadRequest, "webhook_rejected"},
+			{"NumberOutOfRange", deliverStandard(t, sys, "billing", "msg_1e309", now, `{"n":1e309}`), http.StatusBadRequest, "invalid_body"},
+			{"IntegerTooLong", deliverStandard(t, sys, "billing", "msg_bigint", now, `{"n":123456789012345678901234567890}`), http.StatusBadRequest, "invalid_body"},
+			{"DuplicateMember", deliverStandard(t, sys, "billing", "msg_dup", now, `{"type":"a","type":"b"}`), http.StatusBadRequest, "invalid_body"},
 			{"GitHubNoDelivery", send(t, sys, "/api/webhooks/github", "application/json", good,
 				"X-GitHub-Event", "ping", "X-Hub-Signature-256", githubSignature([]byte(good))), http.StatusBadRequest, "webhook_rejected"},
 			{"SchemaMismatch", deliverStandard(t, sys, "billing", "msg_array", now, `[1,2,3]`), http.StatusBadRequest, "invalid_body"},
@@ -250,6 +249,28 @@ func TestWebhooks(t *testing.T) {
 		}
 		// None of them started a run: on-event has only the runs of the two subtests before.
 		require.Len(t, runsOf(t, u, eventsWF), 2, "msg_one and the Standard Webhooks delivery keyed gh-delivery-1")
+	})
+
+	// Issue 12, defect 4: the seed parses a body only when it is application/json; any other
+	// body is the empty object and the delivery still dispatches, its signature checked over
+	// the raw bytes.
+	t.Run("NonJSONBodiesAreTheEmptyObject", func(t *testing.T) {
+		now := time.Now()
+		text := "plain text, not JSON"
+		r := send(t, sys, "/api/webhooks/events/billing", "text/plain", text, standardHeaders("msg_text", now, text, whStandardSecret)...)
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		got := u.waitStatus(r.Body["workflowRunId"].(string), "completed")
+		require.Equal(t, map[string]any{"source": "billing", "event": map[string]any{}}, got["input"])
+		// The same bytes under a signature of other bytes: refused.
+		r = send(t, sys, "/api/webhooks/events/billing", "text/plain", text+"!", standardHeaders("msg_text2", now, text, whStandardSecret)...)
+		requireError(t, r, http.StatusUnauthorized, "invalid_signature")
+
+		form := "payload=%7B%7D"
+		r = send(t, sys, "/api/webhooks/github", "application/x-www-form-urlencoded", form,
+			"X-GitHub-Event", "ping", "X-GitHub-Delivery", "gh-form", "X-Hub-Signature-256", githubSignature([]byte(form)))
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		got = u.waitStatus(r.Body["workflowRunId"].(string), "completed")
+		require.Equal(t, map[string]any{"event": "ping", "delivery": "gh-form", "payload": map[string]any{}}, got["input"])
 	})
 
 	t.Run("ExactlyOnceUnderConcurrentRedeliveryAndAfterFlush", func(t *testing.T) {

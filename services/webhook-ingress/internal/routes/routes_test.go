@@ -64,7 +64,8 @@ func TestGitHub(t *testing.T) {
 		{"Valid", request(body, "application/json", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping", "X-GitHub-Delivery", "d1"), ""},
 		{"NoSignature", request(body, "application/json", "X-GitHub-Event", "ping", "X-GitHub-Delivery", "d1"), "signature"},
 		{"WrongSignature", request(body+" ", "application/json", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping"), "signature"},
-		{"FormEncoded", request(body, "application/x-www-form-urlencoded", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping"), "rejected"},
+		// Not JSON: the body is the empty object (seed), and the delivery still dispatches.
+		{"FormEncoded", request(body, "application/x-www-form-urlencoded", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping", "X-GitHub-Delivery", "d1"), ""},
 		{"NoEvent", request(body, "application/json", "X-Hub-Signature-256", sig), "rejected"},
 		// The signature is checked first: an unsigned request learns nothing about the rest.
 		{"UnsignedAndFormEncoded", request(body, "text/plain"), "signature"},
@@ -108,8 +109,15 @@ func TestStandardWebhooks(t *testing.T) {
 	_, err = r.FromRequest(context.Background(), signed("msg_1", now.Add(-6*time.Minute), body, "application/json"))
 	requireKind(t, err, "signature")
 	require.Contains(t, err.Error(), "5 minutes")
-	_, err = r.FromRequest(context.Background(), signed("msg_1", now, body, "text/plain"))
-	requireKind(t, err, "rejected")
+	// A signed text/plain delivery dispatches with the empty object as its event (the seed:
+	// only application/json bodies are parsed), its signature still checked over the raw bytes.
+	in, err = r.FromRequest(context.Background(), signed("msg_1", now, body, "text/plain"))
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"source": "billing", "event": map[string]any{}}, in)
+	tampered := signed("msg_1", now, body, "text/plain")
+	tampered.RawBody = []byte(body + " ")
+	_, err = r.FromRequest(context.Background(), tampered)
+	requireKind(t, err, "signature")
 	forged := signed("msg_1", now, body, "application/json")
 	forged.Headers.Set("webhook-id", "msg_2")
 	_, err = r.FromRequest(context.Background(), forged)

@@ -61,6 +61,9 @@ func toRouteRequest(r *http.Request, params map[string]string) (route.Request, e
 	req := route.Request{Body: map[string]any{}, Headers: r.Header.Clone(), RawBody: raw, Params: params,
 		ContentType: mediaType(r.Header.Get("Content-Type"))}
 	if req.ContentType == "application/json" {
+		if err := web.CheckJSON(raw); err != nil {
+			return route.Request{}, err
+		}
 		body, err := parseJSON(raw)
 		if err != nil {
 			return route.Request{}, web.InvalidBody(wire.Issue{Path: "", Message: "body is not valid JSON"})
