@@ -133,8 +133,13 @@ func compileInputSchema(def run.Definition) (*jsonschema.Schema, error) {
 	return sch, nil
 }
 
-// validateInput checks input against sch (nil: anything goes): nil or *run.InvalidInputError.
+// validateInput checks input against the JSON boundary's rules (wire.CheckJSON: callers of
+// the internal API, the scheduler and webhook-ingress, pass the same rules as HTTP clients)
+// and against sch (nil: anything goes): nil or *run.InvalidInputError.
 func validateInput(sch *jsonschema.Schema, input json.RawMessage) error {
+	if e := wire.CheckJSON(input); e != nil {
+		return &run.InvalidInputError{Issues: []run.Issue{{Path: "/input" + e.Pointer, Message: e.Message}}}
+	}
 	if sch == nil {
 		return nil
 	}

@@ -111,7 +111,28 @@ type worker struct {
 // Timeout is off: steps carry their own timeouts, and a run may take long.
 func (w *worker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
 
-func (w *worker) Work(ctx context.Context, job *river.Job[runArgs]) error { return w.e.drive(ctx, job) }
+// Work drives the run. No run is left behind by a job that keeps failing: a panic is an
+// error like any other, and when the last of the job's tries fails too, the run is failed
+// with the error recorded (failJob) rather than left waiting for a job River has discarded.
+func (w *worker) Work(ctx context.Context, job *river.Job[runArgs]) error {
+	err := w.e.driveSafely(ctx, job)
+	if err == nil || job.Attempt < job.MaxAttempts || ctx.Err() != nil {
+		return err
+	}
+	w.e.log.Error("run job failed its last try; failing the run", "run_id", job.Args.RunID, "job_id", job.ID, "attempt", job.Attempt, "err", err)
+	if ferr := w.e.failJob(context.WithoutCancel(ctx), job, fmt.Errorf("the engine could not go on with this run after %d tries: %w", job.Attempt, err)); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return nil
+}
+
+// NextRetry spaces a failing job's tries 1 s, 2 s, 4 s ... up to a minute apart (River's
+// default grows as attempt⁴ seconds, days apart by the last tries): a run whose job fails
+// for a passing reason (its database restarting) goes on soon after, and one that keeps
+// failing is failed within about 20 minutes.
+func (w *worker) NextRetry(job *river.Job[runArgs]) time.Time {
+	return time.Now().Add(jobRetryDelay(job.Attempt))
+}
 
 // New migrates River's tables into the orchestrator schema (under an advisory lock, as goose
 // migrations are) and builds the engine. It does not start working; Start does.
@@ -470,10 +491,12 @@ func (e *Engine) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string
 	return out, nil
 }
 
+// signalOutput is a signal wait's output. The payload goes in as stored, never re-decoded: a
+// value the decoder could not hold would otherwise become null without a word.
 func signalOutput(name string, payload []byte) json.RawMessage {
-	var p any
-	if len(payload) > 0 {
-		_ = json.Unmarshal(payload, &p)
+	p := json.RawMessage("null")
+	if len(payload) > 0 && json.Valid(payload) {
+		p = payload
 	}
 	out, _ := json.Marshal(map[string]any{"signal": map[string]any{"name": name, "payload": p}})
 	return out
@@ -523,6 +546,9 @@ func (e *Engine) wake(ctx context.Context, runID, blockID string) error {
 		if l.status.Terminal() {
 			return nil
 		}
+		if l.broken != nil {
+			return e.failBroken(ctx, tx, l, l.broken)
+		}
 		_, err = e.release(ctx, tx, l, blockID, func(kind string, since time.Time) json.RawMessage {
 			if kind == "signal" {
 				return json.RawMessage(`{"timed_out":true}`)
@@ -555,6 +581,11 @@ func (e *Engine) Signal(ctx context.Context, org, runID, name string, payload js
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO signals (id, run_id, name, payload) VALUES ($1, $2, $3, $4)`, sigID, runID, name, p); err != nil {
 			return fmt.Errorf("insert signal: %w", err)
+		}
+		if l.broken != nil {
+			// Stored, but a run that cannot be read never advances: it fails here (it may be
+			// parked in a wait, with no worker that would find out).
+			return e.failBroken(ctx, tx, l, l.broken)
 		}
 		var blockID string
 		err = tx.QueryRow(ctx, `SELECT block_id FROM waits WHERE run_id = $1 AND kind = 'signal' AND signal_name = $2 ORDER BY created_at LIMIT 1`, runID, name).Scan(&blockID)

@@ -43,6 +43,11 @@ type loaded struct {
 	// batch, when set, collects the transaction's writes, sent together before the commit
 	// (one round trip instead of one per statement); a run locked by lockRun writes at once.
 	batch *pgx.Batch
+	// broken is why the stored run cannot be read (its definition, state or input): such a
+	// run can still be cancelled or failed, never advanced. rawState is the state as stored,
+	// written back unchanged while broken is set.
+	broken   error
+	rawState []byte
 }
 
 // exec runs a write now, or queues it in l's batch.
@@ -61,7 +66,8 @@ func (l *loaded) nextSeq() int64 {
 	return l.seq
 }
 
-// lockRun locks a run for update and reads all of it.
+// lockRun locks a run for update and reads all of it. A run whose stored parts cannot be read
+// comes back with broken set (not as an error), so that it can still be cancelled or failed.
 func (e *Engine) lockRun(ctx context.Context, tx pgx.Tx, id string) (*loaded, error) {
 	var (
 		l          loaded
@@ -76,14 +82,16 @@ func (e *Engine) lockRun(ctx context.Context, tx pgx.Tx, id string) (*loaded, er
 	if err != nil {
 		return nil, fmt.Errorf("lock run %s: %w", id, err)
 	}
+	l.rawState = state
 	if l.def, err = run.ParseDefinition(def); err != nil {
-		return nil, err
+		l.broken = err
+	} else if l.state, err = run.ParseState(state); err != nil {
+		l.broken = err
+	} else if err := json.Unmarshal(inputRaw, &l.input); err != nil {
+		l.broken = inputError(inputRaw, err)
 	}
-	if l.state, err = run.ParseState(state); err != nil {
-		return nil, err
-	}
-	if err := json.Unmarshal(inputRaw, &l.input); err != nil {
-		return nil, fmt.Errorf("run input: %w", err)
+	if l.broken != nil {
+		l.state = run.State{Blocks: map[string]*run.BlockState{}}
 	}
 	return &l, nil
 }
@@ -143,11 +151,11 @@ func (r *lockRow) loaded(job *river.Job[runArgs], c *runCache) (*loaded, error) 
 	if !c.filled {
 		def, err := run.ParseDefinition(r.definition)
 		if err != nil {
-			return nil, err
+			return nil, &brokenRunError{err}
 		}
 		var input any
 		if err := json.Unmarshal(r.input, &input); err != nil {
-			return nil, fmt.Errorf("run input: %w", err)
+			return nil, &brokenRunError{inputError(r.input, err)}
 		}
 		c.org, c.workflowID, c.def, c.input, c.filled = r.org, r.workflowID, def, input, true
 	}
@@ -157,7 +165,7 @@ func (r *lockRow) loaded(job *river.Job[runArgs], c *runCache) (*loaded, error) 
 	if r.stateRev != c.stateRev || r.state != nil {
 		st, err := run.ParseState(r.state)
 		if err != nil {
-			return nil, err
+			return nil, &brokenRunError{err}
 		}
 		c.state, c.stateRev = st, r.stateRev
 	}
@@ -179,6 +187,9 @@ type finished struct{ output, err *string }
 
 func (e *Engine) write(ctx context.Context, tx pgx.Tx, l *loaded, fin *finished) (int64, error) {
 	state, err := json.Marshal(l.state)
+	if l.broken != nil {
+		state, err = l.rawState, nil
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -271,6 +282,9 @@ func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) (err error)
 	}
 	for err == nil && st != nil {
 		st, err = e.execute(runCtx, job, st, c)
+	}
+	if broken := (*brokenRunError)(nil); errors.As(err, &broken) {
+		return e.failJob(context.WithoutCancel(ctx), job, broken.err)
 	}
 	return err
 }

@@ -165,6 +165,9 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 	if err != nil {
 		return 0, err
 	}
+	if l.broken != nil {
+		return 0, e.failBroken(ctx, tx, l, l.broken)
+	}
 	// Running attempts of dead replicas that are not parked in a wait.
 	type lostAttempt struct{ id, block, replica string }
 	rows, err = tx.Query(ctx, `SELECT a.id, a.block_id, a.replica FROM step_attempts a
@@ -279,6 +282,12 @@ func (e *Engine) handBack(ctx context.Context, job *river.Job[runArgs], blockID 
 		}
 		if gone, err := fenced(ctx, tx, job); err != nil || gone {
 			return err
+		}
+		if l.broken != nil {
+			if err := e.failBroken(ctx, tx, l, l.broken); err != nil {
+				return err
+			}
+			return e.complete(ctx, tx, job)
 		}
 		if !l.status.Terminal() {
 			if blockID != "" {

@@ -1,0 +1,190 @@
+package service_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/wire"
+)
+
+// Issue 12, "nothing stuck": a stored run the engine cannot read (here input holding 1e309,
+// as runs started before the JSON boundary existed could; or a state that is not an object)
+// and a job that cannot start are failed with a recorded attempt and a readable error, and
+// cancel and signals answer on every such run instead of a 500.
+
+// storeRun writes a run row as dispatch would, with the given input and state, bypassing the
+// API's checks; withJob also queues its River job (as dispatch does in the same commit).
+func storeRun(t *testing.T, pool *pgxpool.Pool, b *testBundle, definition, input string, withJob bool) string {
+	t.Helper()
+	id := wire.NewID(wire.Run)
+	_, err := pool.Exec(t.Context(), `INSERT INTO orchestrator.runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger)
+		VALUES ($1, $2, 'wf_broken', 1, $3::jsonb, $4::jsonb, 'queued', '{"kind":"manual"}')`, id, b.org, definition, input)
+	require.NoError(t, err)
+	if withJob {
+		queueJob(t, pool, id, 25)
+	}
+	return id
+}
+
+func queueJob(t *testing.T, pool *pgxpool.Pool, runID string, maxAttempts int) {
+	t.Helper()
+	_, err := pool.Exec(t.Context(), `INSERT INTO orchestrator.river_job (args, kind, max_attempts, priority, queue, state)
+		VALUES (jsonb_build_object('run_id', $1::text), 'svc-runtime', $2, 1, 'default', 'available')`, runID, maxAttempts)
+	require.NoError(t, err)
+}
+
+func TestBrokenRunsEnd(t *testing.T) {
+	t.Parallel()
+	sys := start(t)
+	pool := db(t, sys.dbURL)
+	b := sys.setup(t)
+	waitDef := def([]string{manual,
+		`{"block_id":"hold","type":"wait","params":{"signal":"go"}}`,
+		`{"block_id":"after","type":"log","params":{"message":"{{ input.n }}"}}`,
+	}, edge("start", "hold"), edge("hold", "after"))
+	b.workflow(t, "wf_wait", 1, waitDef)
+
+	requireFailedBy := func(t *testing.T, id, code, fragment string) {
+		t.Helper()
+		got := b.waitStatus(t, id, "failed")
+		errBody, _ := got["error"].(map[string]any)
+		require.Contains(t, errBody["message"], fragment, got)
+		var recorded bool
+		for _, a := range b.logs(t, id) {
+			require.NotEqual(t, "running", a["status"], "no attempt is left running: %v", a)
+			if e, _ := a["error"].(map[string]any); e != nil && e["code"] == code {
+				recorded = true
+				require.Equal(t, "failed", a["status"])
+				require.Contains(t, e["message"], fragment)
+			}
+		}
+		require.True(t, recorded, "an attempt records why the run failed")
+		// Terminal: cancel says so, signals are refused.
+		r := b.do(t, "POST", "/api/runs/"+id+"/cancel", nil)
+		require.Equal(t, http.StatusConflict, r.Status, r.Raw)
+		r = b.do(t, "POST", "/api/runs/"+id+"/signals", map[string]any{"name": "go"})
+		require.Equal(t, http.StatusConflict, r.Status, r.Raw)
+	}
+
+	t.Run("InputThatCannotBeReadFailsTheRun", func(t *testing.T) {
+		t.Parallel()
+		id := storeRun(t, pool, b, waitDef, `{"n":1e309}`, true)
+		requireFailedBy(t, id, "run_unreadable", `run input at "/n": number 1000000000`)
+		r := b.do(t, "GET", "/api/runs/"+id, nil)
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		require.Contains(t, r.Raw, `"input":{"n":10000000000000000`, "the input is shown as stored")
+	})
+
+	t.Run("CancelOfAQueuedRunWithoutAJob", func(t *testing.T) {
+		t.Parallel()
+		id := storeRun(t, pool, b, waitDef, `{"n":-1e400}`, false)
+		for range 2 {
+			r := b.do(t, "POST", "/api/runs/"+id+"/cancel", nil)
+			require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+			require.Equal(t, "cancelled", r.Body["status"])
+		}
+		r := b.do(t, "POST", "/api/runs/"+id+"/signals", map[string]any{"name": "go"})
+		require.Equal(t, http.StatusConflict, r.Status, r.Raw)
+	})
+
+	t.Run("SignalToABrokenRunFailsIt", func(t *testing.T) {
+		t.Parallel()
+		id := storeRun(t, pool, b, waitDef, `{"n":1e309}`, false)
+		r := b.do(t, "POST", "/api/runs/"+id+"/signals", map[string]any{"name": "go"})
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		require.Equal(t, false, r.Body["delivered"])
+		requireFailedBy(t, id, "run_unreadable", "outside the range of a 64-bit float")
+	})
+
+	t.Run("StateThatCannotBeRead", func(t *testing.T) {
+		t.Parallel()
+		// Two runs parked on their signal wait, then their state is overwritten with a value
+		// that is not a state: the one signalled fails, the one cancelled is cancelled.
+		signalled := b.startRun(t, "wf_wait", map[string]any{"input": map[string]any{"n": 1}})
+		cancelled := b.startRun(t, "wf_wait", map[string]any{"input": map[string]any{"n": 2}})
+		for _, id := range []string{signalled, cancelled} {
+			b.waitStatus(t, id, "waiting")
+			_, err := pool.Exec(context.Background(), `UPDATE orchestrator.runs SET state = '"not a state"', state_rev = state_rev + 1 WHERE id = $1`, id)
+			require.NoError(t, err)
+		}
+		r := b.do(t, "POST", "/api/runs/"+signalled+"/signals", map[string]any{"name": "go"})
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		requireFailedBy(t, signalled, "run_unreadable", "parse run state")
+
+		r = b.do(t, "POST", "/api/runs/"+cancelled+"/cancel", nil)
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		got := b.waitStatus(t, cancelled, "cancelled")
+		require.NotNil(t, got["finishedAt"])
+		var state string
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT state::text FROM orchestrator.runs WHERE id = $1`, cancelled).Scan(&state))
+		require.Equal(t, `"not a state"`, state, "a state the engine cannot read is kept as stored")
+	})
+
+	t.Run("JobThatCannotStartFailsTheRunOnItsLastTry", func(t *testing.T) {
+		t.Parallel()
+		// The attempt row the engine inserts first already exists, so every try of the job
+		// fails on the unique key; the job's one try is its last, and the run fails with it.
+		id := storeRun(t, pool, b, waitDef, `{"n":3}`, false)
+		_, err := pool.Exec(t.Context(), `INSERT INTO orchestrator.step_attempts (id, run_id, block_id, type, attempt, status, replica, seq, started_at, finished_at)
+			VALUES ($1, $2, 'start', 'trigger.manual', 1, 'succeeded', 'elsewhere', 1000, now(), now())`, wire.NewID(wire.Attempt), id)
+		require.NoError(t, err)
+		queueJob(t, pool, id, 1)
+		requireFailedBy(t, id, "run_unreadable", "duplicate key")
+	})
+
+	t.Run("SignalPayloadIsKeptAsSent", func(t *testing.T) {
+		t.Parallel()
+		id := b.startRun(t, "wf_wait", map[string]any{"input": map[string]any{"n": 1}})
+		b.waitStatus(t, id, "waiting")
+		r := b.do(t, "POST", "/api/runs/"+id+"/signals", json.RawMessage(`{"name":"go","payload":{"big":1e308,"small":-5e-324,"s":"é"}}`))
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		b.waitStatus(t, id, "completed")
+		for _, a := range b.logs(t, id) {
+			if a["block_id"] == "hold" {
+				out := a["output"].(map[string]any)["signal"].(map[string]any)
+				require.Equal(t, map[string]any{"big": 1e308, "small": -5e-324, "s": "é"}, out["payload"])
+			}
+		}
+	})
+}
+
+// TestJSONBoundary: what the boundary refuses never reaches the engine (issue 12, defect 1).
+func TestJSONBoundary(t *testing.T) {
+	t.Parallel()
+	sys := start(t)
+	b := sys.setup(t)
+	b.workflow(t, "wf_wait", 1, def([]string{manual,
+		`{"block_id":"hold","type":"wait","params":{"signal":"go"}}`,
+	}, edge("start", "hold")))
+	id := b.startRun(t, "wf_wait", nil)
+	b.waitStatus(t, id, "waiting")
+
+	for _, tc := range []struct{ name, path, body, pointer, fragment string }{
+		{"InputOverflow", "/api/workflows/wf_wait/run", `{"input":{"n":1e309}}`, "/input/n", "outside the range"},
+		{"InputNegativeOverflow", "/api/workflows/wf_wait/run", `{"input":{"n":-1e400}}`, "/input/n", "outside the range"},
+		{"InputItselfOverflow", "/api/workflows/wf_wait/run", `{"input":1e400}`, "/input", "outside the range"},
+		{"InputLongInteger", "/api/workflows/wf_wait/run", `{"input":{"n":123456789012345678901234567890}}`, "/input/n", "send it as a string"},
+		{"InputDuplicateMember", "/api/workflows/wf_wait/run", `{"input":{"n":1,"n":2}}`, "/input/n", "more than once"},
+		{"SignalPayloadOverflow", "/api/runs/" + id + "/signals", `{"name":"go","payload":{"n":1e309}}`, "/payload/n", "outside the range"},
+		{"SignalInvalidUTF8", "/api/runs/" + id + "/signals", "{\"name\":\"go\",\"payload\":\"\xff\"}", "/payload", "UTF-8"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := b.do(t, "POST", tc.path, json.RawMessage(tc.body))
+			require.Equal(t, http.StatusBadRequest, r.Status, r.Raw)
+			require.Equal(t, "invalid_body", r.Body["error"], r.Raw)
+			issues := r.Body["issues"].([]any)
+			require.Equal(t, tc.pointer, issues[0].(map[string]any)["path"], r.Raw)
+			require.Contains(t, issues[0].(map[string]any)["message"], tc.fragment)
+		})
+	}
+	// Nothing reached the run: it still waits, and its signal is not consumed.
+	got := b.do(t, "GET", "/api/runs/"+id, nil)
+	require.Equal(t, "waiting", got.Body["status"], got.Raw)
+	list := b.do(t, "GET", "/api/workflows/wf_wait/runs", nil)
+	require.Len(t, list.Body["items"], 1, "no refused start stored a run")
+}
