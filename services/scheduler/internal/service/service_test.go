@@ -348,6 +348,21 @@ func TestSchedules(t *testing.T) {
 			requireError(t, r, 400, tc.code)
 			require.Contains(t, r.Body["message"], tc.says, r.Raw)
 		}
+		// The JSON boundary (issue 12, defect 1): an input no run could hold would poison
+		// every fire; it is refused with a pointer, on create and on update.
+		for _, tc := range []struct{ body, pointer string }{
+			{`{"workflowId":"` + wf + `","cron":"@daily","input":{"n":1e309}}`, "/input/n"},
+			{`{"workflowId":"` + wf + `","cron":"@daily","input":{"n":-1e400}}`, "/input/n"},
+			{`{"workflowId":"` + wf + `","cron":"@daily","input":[123456789012345678901234567890]}`, "/input/0"},
+			{`{"workflowId":"` + wf + `","cron":"@daily","input":{"a":1,"a":2}}`, "/input/a"},
+		} {
+			r := b.do(t, "POST", "/api/schedules", json.RawMessage(tc.body))
+			requireError(t, r, 400, "invalid_body")
+			require.Equal(t, tc.pointer, r.Body["issues"].([]any)[0].(map[string]any)["path"], r.Raw)
+		}
+		made := b.create(t, map[string]any{"workflowId": wf, "cron": "@daily"})
+		r := b.do(t, "PATCH", "/api/schedules/"+made["id"].(string), json.RawMessage(`{"input":{"n":1e309}}`))
+		requireError(t, r, 400, "invalid_body")
 		requireError(t, b.do(t, "POST", "/api/schedules", map[string]any{"workflowId": wire.NewID(wire.Workflow), "cron": "@daily"}), 404, "workflow_not_found")
 		requireError(t, b.do(t, "POST", "/api/schedules", map[string]any{"workflowId": "wf_nope", "cron": "@daily"}), 404, "workflow_not_found")
 		// The editor is asked about the caller's organization: another's workflow is not found.

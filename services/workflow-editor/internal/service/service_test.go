@@ -419,6 +419,12 @@ func TestWorkflowEditor(t *testing.T) {
 			{"WrongType", `{"ops":[{"operation_type":"add","block_id":7,"type":"log"}]}`, "/ops/0/block_id"},
 			{"ParamsNotObject", `{"ops":[{"operation_type":"add","block_id":"a","type":"log","params":"x"}]}`, "/ops/0/params"},
 			{"ExtraTopLevel", `{"ops":[],"dry_run":true}`, "/dry_run"},
+			// The JSON boundary (issue 12): values no run could hold, and ambiguous members.
+			{"ParamOutOfRange", `{"ops":[{"operation_type":"add","block_id":"a","type":"transform","params":{"value":{"n":1e309}}}]}`, "/ops/0/params/value/n"},
+			{"ParamLongInteger", `{"ops":[{"operation_type":"add","block_id":"a","type":"transform","params":{"value":123456789012345678901234567890}}]}`, "/ops/0/params/value"},
+			{"DuplicateMember", `{"ops":[{"operation_type":"add","block_id":"a","block_id":"b","type":"log"}]}`, "/ops/0/block_id"},
+			{"TooDeep", `{"ops":[{"operation_type":"add","block_id":"a","type":"transform","params":{"value":` + strings.Repeat("[", 100) + strings.Repeat("]", 100) + `}}]}`, "/ops/0/params/value" + strings.Repeat("/0", 60)},
+			{"InvalidUTF8", "{\"ops\":[{\"operation_type\":\"add\",\"block_id\":\"a\",\"type\":\"log\",\"params\":{\"message\":\"\xff\"}}]}", "/ops/0/params/message"},
 		} {
 			r := b.do(t, "POST", "/api/workflows/"+id+"/operations", c.body)
 			require.Equal(t, http.StatusBadRequest, r.Status, c.name)
