@@ -1,0 +1,313 @@
+package chaos
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSoak runs the chaos suite's mixed workload without faults for SVC_SOAK_DURATION and
+// samples, every SVC_SOAK_INTERVAL (30s), each process's RSS, goroutines and open sockets,
+// Postgres's connections and the size of every table of the system. It passes when nothing
+// that should level off keeps growing after warm-up, and when the chaos invariants hold.
+//
+// "Grows without bound" is judged on thirds of the samples: the first third is warm-up
+// (pools fill, caches and River's job retention window fill up), and a series fails when the
+// mean of the last third exceeds the mean of the middle third by more than a tolerance (a
+// ratio plus an absolute slack, so that small numbers do not trip it on noise). A leak that
+// grows steadily shows up as last > middle; a level series does not. Tables of history (runs,
+// attempts, signals, fires, idempotency keys) grow with the work by design and are only
+// reported; River's finished jobs are bounded by its retention (5 min), so they are judged
+// once the soak is long enough for the retention to have turned over in the middle third.
+func TestSoak(t *testing.T) {
+	raw := os.Getenv("SVC_SOAK_DURATION")
+	if raw == "" {
+		t.Skip("soak: set SVC_SOAK_DURATION (make soak)")
+	}
+	dur, err := time.ParseDuration(raw)
+	if err != nil || dur <= 0 {
+		t.Fatalf("SVC_SOAK_DURATION=%q: want a positive duration such as 30m", raw)
+	}
+	interval := 30 * time.Second
+	if v := os.Getenv("SVC_SOAK_INTERVAL"); v != "" {
+		if interval, err = time.ParseDuration(v); err != nil || interval <= 0 {
+			t.Fatalf("SVC_SOAK_INTERVAL=%q: want a positive duration", v)
+		}
+	}
+
+	s := setup(t, stackOptions{pprof: true, logLevel: "warn"})
+	s.schedules(3)
+	led := newLedger()
+	bg, cancelBG := context.WithCancel(context.Background())
+	t.Cleanup(cancelBG)
+	started := time.Now()
+	w := &workload{s: s, led: led, bg: bg, finishBy: started.Add(dur + 60*time.Second)}
+	ctx, stop := context.WithCancel(bg)
+	wait := w.start(ctx, 3, 300*time.Millisecond)
+
+	var samples []sample
+	for next := started; ; next = next.Add(interval) {
+		time.Sleep(time.Until(next)) // the sampling pace
+		samples = append(samples, s.sample(bg, time.Since(started)))
+		if time.Since(started)+interval > dur {
+			break
+		}
+	}
+	stop()
+	wait()
+
+	vctx, cancel := context.WithTimeout(bg, 5*time.Minute)
+	defer cancel()
+	v := s.verify(vctx, led, nil, 60*time.Second)
+	report := soakReport(samples, dur)
+	md := v.markdown(fmt.Sprintf("Soak run (%s, a sample every %s), invariants", dur, interval), started) + "\n" + report.markdown
+	t.Log("\n" + md)
+	if path := os.Getenv("SVC_SOAK_REPORT"); path != "" {
+		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+			t.Errorf("SVC_SOAK_REPORT: %v", err)
+		}
+	}
+	for _, c := range v.checks {
+		for i, viol := range c.violations {
+			if i == 20 {
+				t.Errorf("%s: ... and %d more", c.name, len(c.violations)-20)
+				break
+			}
+			t.Errorf("%s: %s", c.name, viol)
+		}
+	}
+	for _, g := range report.grew {
+		t.Errorf("grows without bound: %s", g)
+	}
+}
+
+// sample is one reading of the system's resources.
+type sample struct {
+	at         time.Duration
+	rssKB      map[string]int64 // role → VmRSS
+	goroutines map[string]int64
+	sockets    map[string]int64 // role → open socket fds
+	pgConns    map[string]int64 // application_name → connections
+	tables     map[string]int64 // schema.table → pg_total_relation_size
+	doneJobs   int64            // River jobs kept in a finished state
+}
+
+func (s *stack) sample(ctx context.Context, at time.Duration) sample {
+	out := sample{at: at, rssKB: map[string]int64{}, goroutines: map[string]int64{}, sockets: map[string]int64{},
+		pgConns: map[string]int64{}, tables: map[string]int64{}}
+	for _, role := range s.roles() {
+		p := s.proc(role)
+		out.rssKB[role] = rssKB(p.Pid())
+		out.sockets[role] = sockets(p.Pid())
+		out.goroutines[role] = goroutines(ctx, p.PprofURL())
+	}
+	rows, err := s.db.Query(ctx, `SELECT coalesce(nullif(application_name, ''), backend_type), count(*) FROM pg_stat_activity
+		WHERE datname = current_database() AND pid <> pg_backend_pid() GROUP BY 1`)
+	if err == nil {
+		for rows.Next() {
+			var name string
+			var n int64
+			if rows.Scan(&name, &n) == nil {
+				out.pgConns[name] = n
+			}
+		}
+		rows.Close()
+	}
+	rows, err = s.db.Query(ctx, `SELECT n.nspname || '.' || c.relname, pg_total_relation_size(c.oid) FROM pg_class c
+		JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE c.relkind IN ('r', 'p') AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%'`)
+	if err == nil {
+		for rows.Next() {
+			var name string
+			var n int64
+			if rows.Scan(&name, &n) == nil {
+				out.tables[name] = n
+			}
+		}
+		rows.Close()
+	}
+	_ = s.db.QueryRow(ctx, `SELECT count(*) FROM orchestrator.river_job WHERE state IN ('completed', 'cancelled', 'discarded')`).Scan(&out.doneJobs)
+	return out
+}
+
+// rssKB is the process's resident set (VmRSS) in kB, or -1.
+func rssKB(pid int) int64 {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return -1
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			n, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return n
+		}
+	}
+	return -1
+}
+
+// sockets counts the process's open file descriptors that are sockets, or -1.
+func sockets(pid int) int64 {
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return -1
+	}
+	var n int64
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && strings.HasPrefix(l, "socket:") {
+			n++
+		}
+	}
+	return n
+}
+
+// goroutines reads the count from the process's profiler ("goroutine profile: total N"), or -1.
+func goroutines(ctx context.Context, pprof string) int64 {
+	if pprof == "" {
+		return -1
+	}
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprof+"/debug/pprof/goroutine?debug=1", nil)
+	if err != nil {
+		return -1
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1
+	}
+	defer resp.Body.Close()
+	first, err := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadString('\n')
+	if err != nil {
+		return -1
+	}
+	n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(first, "goroutine profile: total")), 10, 64)
+	if err != nil {
+		return -1
+	}
+	return n
+}
+
+// series is one judged quantity over the samples.
+type series struct {
+	name   string
+	values []int64
+	ratio  float64 // tolerated growth of the last third's mean over the middle third's
+	slack  float64 // and absolute slack on top
+	judge  bool
+}
+
+type soakResult struct {
+	markdown string
+	grew     []string
+}
+
+func thirds(v []int64) (mid, last float64, ok bool) {
+	n := len(v)
+	if n < 6 {
+		return 0, 0, false
+	}
+	mean := func(xs []int64) float64 {
+		var s float64
+		for _, x := range xs {
+			s += float64(x)
+		}
+		return s / float64(len(xs))
+	}
+	return mean(v[n/3 : 2*n/3]), mean(v[2*n/3:]), true
+}
+
+// soakReport builds the sample tables and judges each series.
+func soakReport(samples []sample, dur time.Duration) soakResult {
+	var res soakResult
+	var b strings.Builder
+	roles := []string{}
+	if len(samples) > 0 {
+		for r := range samples[0].rssKB {
+			roles = append(roles, r)
+		}
+	}
+	sort.Strings(roles)
+	var all []series
+	col := func(name string, ratio, slack float64, judge bool, get func(sample) int64) {
+		s := series{name: name, ratio: ratio, slack: slack, judge: judge}
+		for _, sm := range samples {
+			s.values = append(s.values, get(sm))
+		}
+		all = append(all, s)
+	}
+	for _, r := range roles {
+		col(r+" RSS (MiB)", 0.20, 16, true, func(sm sample) int64 { return sm.rssKB[r] / 1024 })
+	}
+	for _, r := range roles {
+		col(r+" goroutines", 0.20, 25, true, func(sm sample) int64 { return sm.goroutines[r] })
+	}
+	for _, r := range roles {
+		col(r+" sockets", 0.25, 10, true, func(sm sample) int64 { return sm.sockets[r] })
+	}
+	apps := map[string]bool{}
+	tables := map[string]bool{}
+	for _, sm := range samples {
+		for a := range sm.pgConns {
+			apps[a] = true
+		}
+		for tb := range sm.tables {
+			tables[tb] = true
+		}
+	}
+	col("postgres connections (all)", 0.25, 10, true, func(sm sample) int64 {
+		var n int64
+		for _, c := range sm.pgConns {
+			n += c
+		}
+		return n
+	})
+	for _, a := range slices.Sorted(maps.Keys(apps)) {
+		col("postgres connections "+a, 0.25, 5, true, func(sm sample) int64 { return sm.pgConns[a] })
+	}
+	// River deletes finished jobs 5 min after they finish: judged once the middle third
+	// starts after that window has filled (duration ≥ 20 min).
+	long := dur >= 20*time.Minute
+	col("river finished jobs (rows)", 0.25, 200, long, func(sm sample) int64 { return sm.doneJobs })
+	col("orchestrator.river_job (KiB)", 0.25, 512, long, func(sm sample) int64 { return sm.tables["orchestrator.river_job"] / 1024 })
+	for _, tb := range slices.Sorted(maps.Keys(tables)) {
+		if tb == "orchestrator.river_job" {
+			continue
+		}
+		col(tb+" (KiB)", 0, 0, false, func(sm sample) int64 { return sm.tables[tb] / 1024 })
+	}
+
+	fmt.Fprintf(&b, "### Soak samples (%d)\n\n| series | judged | middle third mean | last third mean | verdict | samples |\n|---|---|---:|---:|---|---|\n", len(samples))
+	for _, s := range all {
+		mid, last, ok := thirds(s.values)
+		verdict := "reported"
+		switch {
+		case !ok:
+			verdict = "too few samples"
+		case s.judge && last > mid*(1+s.ratio)+s.slack:
+			verdict = "**GROWS**"
+			res.grew = append(res.grew, fmt.Sprintf("%s: middle third mean %.1f, last third mean %.1f (tolerance +%.0f%% +%.0f): %v", s.name, mid, last, s.ratio*100, s.slack, s.values))
+		case s.judge:
+			verdict = "level"
+		}
+		vals := make([]string, len(s.values))
+		for i, x := range s.values {
+			vals[i] = strconv.FormatInt(x, 10)
+		}
+		fmt.Fprintf(&b, "| %s | %v | %.1f | %.1f | %s | %s |\n", s.name, s.judge, mid, last, verdict, strings.Join(vals, " "))
+	}
+	res.markdown = b.String()
+	return res
+}
