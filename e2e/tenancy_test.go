@@ -84,8 +84,10 @@ func documentRoutes(t *testing.T) []docRoute {
 
 // caller is one of B's credentials.
 type caller struct {
-	mode string // "session" or "api-key"
+	mode string // "bearer" (session token), "cookie" (signed session cookie) or "api-key"
 	c    *client
+	// spare is another session of B in the same form, for the probe that signs out.
+	spare *client
 }
 
 func (c caller) key() bool { return c.mode == "api-key" }
@@ -110,9 +112,11 @@ type tenancyFixture struct {
 	sys *harness.System
 	a   account
 	b   account
-	// bKey is B's organization's API key (raw); bSpare is a second session of B for sign-out.
-	bKey   string
-	bSpare *client
+	// bKey is B's organization's API key (raw); bCookie speaks with a session cookie of B's;
+	// the spares are more sessions of B, for sign-out.
+	bKey                      string
+	bCookie                   *client
+	bSpareToken, bSpareCookie *client
 
 	orgA, slugA, memberA string
 	wfA, wfA2, nameA     string
@@ -191,10 +195,17 @@ func newTenancyFixture(t *testing.T, sys *harness.System) *tenancyFixture {
 	require.Equal(t, http.StatusOK, k.Status, k.Raw)
 	f.bKey, _ = k.Body["key"].(string)
 	require.NotEmpty(t, f.bKey, k.Raw)
-	in := newClient(t, sys).post("/api/auth/sign-in/email", map[string]any{"email": f.b.email, "password": f.b.password})
-	require.Equal(t, http.StatusOK, in.Status, in.Raw)
-	spare, _ := in.Body["token"].(string)
-	f.bSpare = newClient(t, sys).with(func(c *client) { c.token = spare })
+	signIn := func() response {
+		in := newClient(t, sys).post("/api/auth/sign-in/email", map[string]any{"email": f.b.email, "password": f.b.password})
+		require.Equal(t, http.StatusOK, in.Status, in.Raw)
+		return in
+	}
+	cookie := sessionCookie(t, signIn().Header)
+	f.bCookie = newClient(t, sys).with(func(c *client) { c.cookie = cookie })
+	spare, _ := signIn().Body["token"].(string)
+	f.bSpareToken = newClient(t, sys).with(func(c *client) { c.token = spare })
+	spareCookie := sessionCookie(t, signIn().Header)
+	f.bSpareCookie = newClient(t, sys).with(func(c *client) { c.cookie = spareCookie })
 
 	bu := &runsUser{t: t, sys: sys, c: f.b.c}
 	f.wfB = bu.workflow("tenancy b", wfDef(wfBlocks(wfTrigger(nil))))
@@ -212,10 +223,11 @@ func (f *tenancyFixture) schedule(c *client, wf, input string) string {
 	return id
 }
 
-// callers are B's session and B's API key.
+// callers are B's session (as a bearer token and as a cookie) and B's API key.
 func (f *tenancyFixture) callers() []caller {
 	return []caller{
-		{mode: "session", c: f.b.c},
+		{mode: "bearer", c: f.b.c, spare: f.bSpareToken},
+		{mode: "cookie", c: f.bCookie, spare: f.bSpareCookie},
 		{mode: "api-key", c: newClient(f.t, f.sys).with(func(c *client) { c.apiKey = f.bKey })},
 	}
 }
@@ -254,6 +266,14 @@ func wantStatus(status int) func(t *testing.T, r response) {
 	return func(t *testing.T, r response) { t.Helper(); require.Equal(t, status, r.Status, r.Raw) }
 }
 
+// sessionOrKey is onSession for B's session callers, onKey for B's API key.
+func sessionOrKey(c caller, onSession, onKey func(*testing.T, response)) func(*testing.T, response) {
+	if c.key() {
+		return onKey
+	}
+	return onSession
+}
+
 // wantKeyRefused: key administration with an API key (contract §1).
 var wantKeyRefused = wantAuthCode(http.StatusUnauthorized, "INVALID_REFERENCE_ID_FROM_API_KEY") //nolint:gochecknoglobals // test table
 
@@ -268,8 +288,9 @@ func tenancyMatrix() map[string]tenancyEntry {
 	missingOrg, missingKey, missingMem, missingInv := "org_01jzzzzzzzzzzzzzzzzzzzzzzz", "key_01jzzzzzzzzzzzzzzzzzzzzzzz", "mem_01jzzzzzzzzzzzzzzzzzzzzzzz", "inv_01jzzzzzzzzzzzzzzzzzzzzzzz"
 
 	// foreign is the probe on A's id and the same probe on an id nobody has: both must be want.
-	foreign := func(method, pathFmt, aID, noID string, body func(id string) any, want func(*testing.T, response)) []tenancyProbe {
+	foreign := func(label, method, pathFmt, aID, noID string, body func(id string) any, want func(*testing.T, response)) []tenancyProbe {
 		mk := func(name, id string) tenancyProbe {
+			name += label
 			p := tenancyProbe{name: name, method: method, path: fmt.Sprintf(pathFmt, id), want: want}
 			if body != nil {
 				p.body = body(id)
@@ -295,29 +316,30 @@ func tenancyMatrix() map[string]tenancyEntry {
 					id, _ := r.Body["id"].(string)
 					require.NotEqual(t, f.wfA, id)
 					// Gone again, so that B's lists below hold nothing named like A's.
-					require.Equal(t, http.StatusNoContent, c.c.do("DELETE", "/api/workflows/"+id, nil).Status)
+					del := c.c.with(func(cl *client) { cl.t = t }).do("DELETE", "/api/workflows/"+id, nil)
+					require.Equal(t, http.StatusNoContent, del.Status, del.Raw)
 				}}}
 		},
 		"GET /api/workflows": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return []tenancyProbe{{name: "list", method: "GET", path: "/api/workflows?limit=500", want: wantStatus(http.StatusOK)}}
 		},
 		"GET /api/workflows/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return foreign("GET", "/api/workflows/%s", f.wfA, missingWF, nil, wantNotFound)
+			return foreign("", "GET", "/api/workflows/%s", f.wfA, missingWF, nil, wantNotFound)
 		},
 		"PATCH /api/workflows/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return append(
-				foreign("PATCH", "/api/workflows/%s", f.wfA, missingWF, func(string) any { return map[string]any{"name": "stolen"} }, wantNotFound),
+				foreign("", "PATCH", "/api/workflows/%s", f.wfA, missingWF, func(string) any { return map[string]any{"name": "stolen"} }, wantNotFound),
 				tenancyProbe{name: "foreign-if-match", method: "PATCH", path: "/api/workflows/" + f.wfA, body: map[string]any{"description": "stolen"},
 					as: c.c.with(func(c *client) { c.headers = map[string]string{"If-Match": "1"} }), want: wantNotFound})
 		},
 		"DELETE /api/workflows/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return foreign("DELETE", "/api/workflows/%s", f.wfA, missingWF, nil, wantNotFound)
+			return foreign("", "DELETE", "/api/workflows/%s", f.wfA, missingWF, nil, wantNotFound)
 		},
 		"POST /api/workflows/{id}/operations": func(f *tenancyFixture, c caller) []tenancyProbe {
 			ops := func(string) any {
 				return map[string]any{"ops": []any{map[string]any{"operation_type": "remove", "block_id": "hold"}}}
 			}
-			return foreign("POST", "/api/workflows/%s/operations", f.wfA, missingWF, ops, wantNotFound)
+			return foreign("", "POST", "/api/workflows/%s/operations", f.wfA, missingWF, ops, wantNotFound)
 		},
 		"GET /api/connectors": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return []tenancyProbe{{name: "catalog", method: "GET", path: "/api/connectors", want: wantStatus(http.StatusOK)}}
@@ -325,33 +347,33 @@ func tenancyMatrix() map[string]tenancyEntry {
 
 		// --- run-orchestrator ---------------------------------------------------------------
 		"POST /api/workflows/{id}/run": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return foreign("POST", "/api/workflows/%s/run", f.wfA, missingWF,
+			return foreign("", "POST", "/api/workflows/%s/run", f.wfA, missingWF,
 				func(string) any { return map[string]any{"input": map[string]any{}} }, wantNotFound)
 		},
 		"GET /api/workflows/{id}/runs": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return append(foreign("GET", "/api/workflows/%s/runs", f.wfA, missingWF, nil, wantNotFound),
-				foreign("GET", "/api/workflows/%s/runs?status=waiting", f.wfA, missingWF, nil, wantNotFound)...)
+			return append(foreign("", "GET", "/api/workflows/%s/runs", f.wfA, missingWF, nil, wantNotFound),
+				foreign(" status", "GET", "/api/workflows/%s/runs?status=waiting", f.wfA, missingWF, nil, wantNotFound)...)
 		},
 		"GET /api/runs": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return append([]tenancyProbe{
 				{name: "list", method: "GET", path: "/api/runs?limit=500", want: wantStatus(http.StatusOK)},
 				{name: "list-waiting", method: "GET", path: "/api/runs?status=waiting", want: wantStatus(http.StatusOK)},
-			}, foreign("GET", "/api/runs?workflowId=%s", f.wfA, missingWF, nil, wantNotFound)...)
+			}, foreign(" workflowId", "GET", "/api/runs?workflowId=%s", f.wfA, missingWF, nil, wantNotFound)...)
 		},
 		"GET /api/runs/{runId}": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return append(foreign("GET", "/api/runs/%s", f.runA, missingRun, nil, wantNotFound),
-				foreign("GET", "/api/runs/%s?include=workflow", f.runA, missingRun, nil, wantNotFound)...)
+			return append(foreign("", "GET", "/api/runs/%s", f.runA, missingRun, nil, wantNotFound),
+				foreign(" include", "GET", "/api/runs/%s?include=workflow", f.runA, missingRun, nil, wantNotFound)...)
 		},
 		"GET /api/runs/{runId}/logs": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return foreign("GET", "/api/runs/%s/logs", f.runA, missingRun, nil, wantNotFound)
+			return foreign("", "GET", "/api/runs/%s/logs", f.runA, missingRun, nil, wantNotFound)
 		},
 		"POST /api/runs/{runId}/cancel": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return append(foreign("POST", "/api/runs/%s/cancel", f.runA, missingRun, nil, wantNotFound),
+			return append(foreign("", "POST", "/api/runs/%s/cancel", f.runA, missingRun, nil, wantNotFound),
 				// A finished run: 404, not 409 run_finished (which would tell it exists).
 				tenancyProbe{name: "foreign-finished", method: "POST", path: "/api/runs/" + f.runA2 + "/cancel", want: wantNotFound})
 		},
 		"POST /api/runs/{runId}/signals": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return append(foreign("POST", "/api/runs/%s/signals", f.runA, missingRun,
+			return append(foreign("", "POST", "/api/runs/%s/signals", f.runA, missingRun,
 				func(string) any { return map[string]any{"name": "go", "payload": "from b"} }, wantNotFound),
 				tenancyProbe{name: "foreign-finished", method: "POST", path: "/api/runs/" + f.runA2 + "/signals",
 					body: map[string]any{"name": "go"}, want: wantNotFound})
@@ -360,7 +382,7 @@ func tenancyMatrix() map[string]tenancyEntry {
 		// --- scheduler ----------------------------------------------------------------------
 		"POST /api/schedules": func(f *tenancyFixture, c caller) []tenancyProbe {
 			// Contract §4: a workflow not in this organization is 404 workflow_not_found.
-			return foreign("POST", "/api/schedules%.0s", f.wfA, missingWF, func(id string) any {
+			return foreign("", "POST", "/api/schedules%.0s", f.wfA, missingWF, func(id string) any {
 				return map[string]any{"workflowId": id, "cron": "* * * * *"}
 			}, wantServiceError(http.StatusNotFound, "workflow_not_found"))
 		},
@@ -373,20 +395,20 @@ func tenancyMatrix() map[string]tenancyEntry {
 				require.Empty(t, arr(t, r.Body["items"]), r.Raw)
 			}
 			return append([]tenancyProbe{{name: "list", method: "GET", path: "/api/schedules?limit=500", want: wantStatus(http.StatusOK)}},
-				foreign("GET", "/api/schedules?workflowId=%s", f.wfA, missingWF, nil, want)...)
+				foreign(" workflowId", "GET", "/api/schedules?workflowId=%s", f.wfA, missingWF, nil, want)...)
 		},
 		"GET /api/schedules/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return foreign("GET", "/api/schedules/%s", f.schA, missingSch, nil, wantNotFound)
+			return foreign("", "GET", "/api/schedules/%s", f.schA, missingSch, nil, wantNotFound)
 		},
 		"PATCH /api/schedules/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return append(foreign("PATCH", "/api/schedules/%s", f.schA, missingSch,
+			return append(foreign("", "PATCH", "/api/schedules/%s", f.schA, missingSch,
 				func(string) any { return map[string]any{"enabled": false, "cron": "* * * * *"} }, wantNotFound),
 				// B's own schedule pointed at A's workflow: A's workflow is not B's.
 				tenancyProbe{name: "own-to-foreign-workflow", method: "PATCH", path: "/api/schedules/" + f.schB,
 					body: map[string]any{"workflowId": f.wfA}, want: wantServiceError(http.StatusNotFound, "workflow_not_found")})
 		},
 		"DELETE /api/schedules/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return foreign("DELETE", "/api/schedules/%s", f.schA, missingSch, nil, wantNotFound)
+			return foreign("", "DELETE", "/api/schedules/%s", f.schA, missingSch, nil, wantNotFound)
 		},
 		"POST /api/admin/tick": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return []tenancyProbe{{name: "tick", method: "POST", path: "/api/admin/tick", body: map[string]any{}, want: wantStatus(http.StatusOK)}}
@@ -418,28 +440,34 @@ func tenancyMatrix() map[string]tenancyEntry {
 		},
 		"POST /api/auth/sign-out": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
+				// No session to end: a no-op (B's key keeps working for the probes after it).
 				return []tenancyProbe{{name: "by key", method: "POST", path: "/api/auth/sign-out", body: map[string]any{}, want: func(t *testing.T, r response) {
 					t.Helper()
-					require.NotEqual(t, http.StatusInternalServerError, r.Status, r.Raw)
+					require.Equal(t, http.StatusOK, r.Status, r.Raw)
+					require.Equal(t, true, r.Body["success"], r.Raw)
 				}}}
 			}
-			// B's spare session signs out; A's sessions are untouched (the snapshot reads as A).
-			return []tenancyProbe{{name: "own session", method: "POST", path: "/api/auth/sign-out", body: map[string]any{}, as: f.bSpare,
+			// A spare session of B's signs out; A's sessions are untouched (the snapshot and the
+			// checks after the matrix read as A).
+			return []tenancyProbe{{name: "own session", method: "POST", path: "/api/auth/sign-out", body: map[string]any{}, as: c.spare,
 				want: wantStatus(http.StatusOK)}}
 		},
 		"GET /api/auth/get-session": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return []tenancyProbe{{name: "own", method: "GET", path: "/api/auth/get-session", want: wantStatus(http.StatusOK)}}
+			return []tenancyProbe{{name: "own", method: "GET", path: "/api/auth/get-session", want: func(t *testing.T, r response) {
+				t.Helper()
+				require.Equal(t, http.StatusOK, r.Status, r.Raw)
+				if c.key() {
+					require.Equal(t, "null", strings.TrimSpace(r.Raw), "a key has no session")
+					return
+				}
+				require.Equal(t, f.b.userID, obj(t, r.Body["session"])["userId"], r.Raw)
+			}}}
 		},
 		"POST /api/auth/change-password": func(f *tenancyFixture, c caller) []tenancyProbe {
 			// A's password is not B's: nothing changes (A signs in with it at the end).
 			return []tenancyProbe{{name: "A's password", method: "POST", path: "/api/auth/change-password",
 				body: map[string]any{"currentPassword": f.a.password + "x", "newPassword": "stolen password"},
-				want: func(t *testing.T, r response) {
-					t.Helper()
-					require.GreaterOrEqual(t, r.Status, 400, r.Raw)
-					require.Less(t, r.Status, 500, r.Raw)
-					require.NotEmpty(t, r.Body["code"], r.Raw)
-				}}}
+				want: sessionOrKey(c, wantAuthCode(http.StatusUnauthorized, "INVALID_CREDENTIALS"), wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))}}
 		},
 		"POST /api/auth/request-password-reset": func(f *tenancyFixture, c caller) []tenancyProbe {
 			// The same answer whether the email is known: the link goes to A's mail, not to B.
@@ -459,21 +487,19 @@ func tenancyMatrix() map[string]tenancyEntry {
 		},
 		"POST /api/auth/organization/create": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return []tenancyProbe{{name: "A's slug", method: "POST", path: "/api/auth/organization/create",
-				body: map[string]any{"name": "stolen", "slug": f.slugA}, want: func(t *testing.T, r response) {
-					t.Helper()
-					require.NotEqual(t, http.StatusOK, r.Status, r.Raw)
-					require.NotEmpty(t, r.Body["code"], r.Raw)
-				}}}
+				// Slugs are global (contract §1 ORGANIZATION_ALREADY_EXISTS): nothing is created.
+				body: map[string]any{"name": "stolen", "slug": f.slugA},
+				want: sessionOrKey(c, wantAuthCode(http.StatusBadRequest, "ORGANIZATION_ALREADY_EXISTS"), wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))}}
 		},
 		"POST /api/auth/organization/set-active": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
 				// A key's organization is fixed: there is no session to change.
-				return foreign("POST", "/api/auth/organization/set-active%.0s", f.orgA, missingOrg,
+				return foreign("", "POST", "/api/auth/organization/set-active%.0s", f.orgA, missingOrg,
 					func(id string) any { return map[string]any{"organizationId": id} }, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))
 			}
-			return append(foreign("POST", "/api/auth/organization/set-active%.0s", f.orgA, missingOrg,
+			return append(foreign("", "POST", "/api/auth/organization/set-active%.0s", f.orgA, missingOrg,
 				func(id string) any { return map[string]any{"organizationId": id} }, wantNotMember),
-				foreign("POST", "/api/auth/organization/set-active%.0s", f.slugA, "no-such-slug-"+f.marker,
+				foreign(" slug", "POST", "/api/auth/organization/set-active%.0s", f.slugA, "no-such-slug-"+f.marker,
 					func(slug string) any { return map[string]any{"organizationSlug": slug} }, wantNotMember)...)
 		},
 		"GET /api/auth/organization/list": func(f *tenancyFixture, c caller) []tenancyProbe {
@@ -486,17 +512,17 @@ func tenancyMatrix() map[string]tenancyEntry {
 		},
 		"POST /api/auth/organization/invite-member": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
-				return foreign("POST", "/api/auth/organization/invite-member%.0s", f.orgA, missingOrg, func(id string) any {
+				return foreign("", "POST", "/api/auth/organization/invite-member%.0s", f.orgA, missingOrg, func(id string) any {
 					return map[string]any{"email": uniqueEmail("tenancy-x"), "role": "owner", "organizationId": id}
 				}, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))
 			}
-			return foreign("POST", "/api/auth/organization/invite-member%.0s", f.orgA, missingOrg, func(id string) any {
+			return foreign("", "POST", "/api/auth/organization/invite-member%.0s", f.orgA, missingOrg, func(id string) any {
 				return map[string]any{"email": uniqueEmail("tenancy-x"), "role": "owner", "organizationId": id}
 			}, wantNotMember)
 		},
 		"POST /api/auth/organization/accept-invitation": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
-				return foreign("POST", "/api/auth/organization/accept-invitation%.0s", f.invA, missingInv,
+				return foreign("", "POST", "/api/auth/organization/accept-invitation%.0s", f.invA, missingInv,
 					func(id string) any { return map[string]any{"invitationId": id} }, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))
 			}
 			// better-auth tells a pending invitation of someone else (403) from none (400); the
@@ -512,55 +538,55 @@ func tenancyMatrix() map[string]tenancyEntry {
 		"GET /api/auth/organization/list-members": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
 				return append([]tenancyProbe{{name: "own", method: "GET", path: "/api/auth/organization/list-members", want: wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED")}},
-					foreign("GET", "/api/auth/organization/list-members?organizationId=%s", f.orgA, missingOrg, nil, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))...)
+					foreign(" organizationId", "GET", "/api/auth/organization/list-members?organizationId=%s", f.orgA, missingOrg, nil, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))...)
 			}
 			return append([]tenancyProbe{{name: "own", method: "GET", path: "/api/auth/organization/list-members", want: wantStatus(http.StatusOK)}},
-				foreign("GET", "/api/auth/organization/list-members?organizationId=%s", f.orgA, missingOrg, nil, wantNotMember)...)
+				foreign(" organizationId", "GET", "/api/auth/organization/list-members?organizationId=%s", f.orgA, missingOrg, nil, wantNotMember)...)
 		},
 		"POST /api/auth/organization/remove-member": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
-				return foreign("POST", "/api/auth/organization/remove-member%.0s", f.memberA, missingMem,
+				return foreign("", "POST", "/api/auth/organization/remove-member%.0s", f.memberA, missingMem,
 					func(id string) any { return map[string]any{"memberIdOrEmail": id} }, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))
 			}
 			return append(append(
 				// In B's active organization A's member is no member at all.
-				foreign("POST", "/api/auth/organization/remove-member%.0s", f.memberA, missingMem,
+				foreign("", "POST", "/api/auth/organization/remove-member%.0s", f.memberA, missingMem,
 					func(id string) any { return map[string]any{"memberIdOrEmail": id} }, wantAuthCode(http.StatusBadRequest, "MEMBER_NOT_FOUND")),
-				foreign("POST", "/api/auth/organization/remove-member%.0s", f.a.email, uniqueEmail("nobody"),
+				foreign(" email", "POST", "/api/auth/organization/remove-member%.0s", f.a.email, uniqueEmail("nobody"),
 					func(email string) any { return map[string]any{"memberIdOrEmail": email} }, wantAuthCode(http.StatusBadRequest, "MEMBER_NOT_FOUND"))...),
-				foreign("POST", "/api/auth/organization/remove-member%.0s", f.orgA, missingOrg,
+				foreign(" organizationId", "POST", "/api/auth/organization/remove-member%.0s", f.orgA, missingOrg,
 					func(id string) any { return map[string]any{"memberIdOrEmail": f.memberA, "organizationId": id} }, wantNotMember)...)
 		},
 		"POST /api/auth/organization/leave": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
-				return foreign("POST", "/api/auth/organization/leave%.0s", f.orgA, missingOrg,
+				return foreign("", "POST", "/api/auth/organization/leave%.0s", f.orgA, missingOrg,
 					func(id string) any { return map[string]any{"organizationId": id} }, wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))
 			}
-			return foreign("POST", "/api/auth/organization/leave%.0s", f.orgA, missingOrg,
+			return foreign("", "POST", "/api/auth/organization/leave%.0s", f.orgA, missingOrg,
 				func(id string) any { return map[string]any{"organizationId": id} }, wantNotMember)
 		},
 		"POST /api/auth/api-key/create": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
-				return foreign("POST", "/api/auth/api-key/create%.0s", f.orgA, missingOrg,
+				return foreign("", "POST", "/api/auth/api-key/create%.0s", f.orgA, missingOrg,
 					func(id string) any { return map[string]any{"name": "stolen", "organizationId": id} }, wantKeyRefused)
 			}
-			return foreign("POST", "/api/auth/api-key/create%.0s", f.orgA, missingOrg,
+			return foreign("", "POST", "/api/auth/api-key/create%.0s", f.orgA, missingOrg,
 				func(id string) any { return map[string]any{"name": "stolen", "organizationId": id} }, wantNotMember)
 		},
 		"GET /api/auth/api-key/list": func(f *tenancyFixture, c caller) []tenancyProbe {
 			if c.key() {
 				return append([]tenancyProbe{{name: "own", method: "GET", path: "/api/auth/api-key/list", want: wantKeyRefused}},
-					foreign("GET", "/api/auth/api-key/list?organizationId=%s", f.orgA, missingOrg, nil, wantKeyRefused)...)
+					foreign(" organizationId", "GET", "/api/auth/api-key/list?organizationId=%s", f.orgA, missingOrg, nil, wantKeyRefused)...)
 			}
 			return append([]tenancyProbe{{name: "own", method: "GET", path: "/api/auth/api-key/list", want: wantStatus(http.StatusOK)}},
-				foreign("GET", "/api/auth/api-key/list?organizationId=%s", f.orgA, missingOrg, nil, wantNotMember)...)
+				foreign(" organizationId", "GET", "/api/auth/api-key/list?organizationId=%s", f.orgA, missingOrg, nil, wantNotMember)...)
 		},
 		"POST /api/auth/api-key/delete": func(f *tenancyFixture, c caller) []tenancyProbe {
 			want := wantAuthCode(http.StatusNotFound, "KEY_NOT_FOUND")
 			if c.key() {
 				want = wantKeyRefused
 			}
-			return foreign("POST", "/api/auth/api-key/delete%.0s", f.keyA, missingKey,
+			return foreign("", "POST", "/api/auth/api-key/delete%.0s", f.keyA, missingKey,
 				func(id string) any { return map[string]any{"keyId": id} }, want)
 		},
 		"DELETE /api/auth/api-key/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
@@ -568,11 +594,11 @@ func tenancyMatrix() map[string]tenancyEntry {
 			if c.key() {
 				want = wantKeyRefused
 			}
-			return foreign("DELETE", "/api/auth/api-key/%s", f.keyA, missingKey, nil, want)
+			return foreign("", "DELETE", "/api/auth/api-key/%s", f.keyA, missingKey, nil, want)
 		},
 		"POST /api/auth/api-key/verify": func(f *tenancyFixture, c caller) []tenancyProbe {
 			// The raw key is the secret, not an id: B can only try ids and guesses.
-			return foreign("POST", "/api/auth/api-key/verify%.0s", f.keyA, "svc_"+strings.Repeat("x", 64),
+			return foreign("", "POST", "/api/auth/api-key/verify%.0s", f.keyA, "svc_"+strings.Repeat("x", 64),
 				func(k string) any { return map[string]any{"key": k} }, wantAuthCode(http.StatusUnauthorized, "INVALID_TOKEN"))
 		},
 	}
@@ -718,7 +744,14 @@ func (f *tenancyFixture) runProbe(t *testing.T, rt docRoute, c caller, p tenancy
 			who = p.as.with(func(cl *client) { cl.token, cl.cookie, cl.apiKey = "", "", f.bKey })
 		}
 	}
+	// Failures of the request itself belong to this subtest, not to the test that built the client.
+	who = who.with(func(cl *client) { cl.t = t })
 	r := who.do(p.method, p.path, p.body)
+	raw := r.Raw
+	if len(raw) > 160 {
+		raw = raw[:160] + "..."
+	}
+	t.Logf("%s %s as B (%s): %d %s", p.method, p.path, c.mode, r.Status, strings.TrimSpace(raw))
 	sent := p.path
 	if p.body != nil {
 		b, err := json.Marshal(p.body)
