@@ -47,11 +47,7 @@ func TestChaos(t *testing.T) {
 	t.Cleanup(cancelBG)
 	w := &workload{s: s, led: led, bg: bg}
 	started := time.Now()
-	budget := 90 * time.Second
-	if long > 0 {
-		budget = long + warm + cool
-	}
-	w.finishBy = started.Add(budget + 45*time.Second)
+	w.finishWithin(24 * time.Hour) // until the stop below
 
 	ctx, stop := context.WithCancel(bg)
 	wait := w.start(ctx, workers, 150*time.Millisecond)
@@ -70,6 +66,7 @@ func TestChaos(t *testing.T) {
 	}
 	time.Sleep(cool) // the workload runs on after the last fault
 	stop()
+	w.finishWithin(45 * time.Second)
 	wait()
 	workEnded := time.Now()
 	t.Logf("workload ran %s; %d runs accepted; settling", workEnded.Sub(started).Round(time.Second), len(led.runs))

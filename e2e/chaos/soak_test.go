@@ -51,7 +51,8 @@ func TestSoak(t *testing.T) {
 	bg, cancelBG := context.WithCancel(context.Background())
 	t.Cleanup(cancelBG)
 	started := time.Now()
-	w := &workload{s: s, led: led, bg: bg, finishBy: started.Add(dur + 60*time.Second)}
+	w := &workload{s: s, led: led, bg: bg}
+	w.finishWithin(24 * time.Hour) // until the stop below
 	ctx, stop := context.WithCancel(bg)
 	wait := w.start(ctx, 3, 300*time.Millisecond)
 
@@ -64,6 +65,7 @@ func TestSoak(t *testing.T) {
 		}
 	}
 	stop()
+	w.finishWithin(45 * time.Second)
 	wait()
 
 	vctx, cancel := context.WithTimeout(bg, 5*time.Minute)

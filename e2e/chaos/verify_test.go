@@ -21,6 +21,7 @@ type check struct {
 	name       string
 	checked    int
 	violations []string
+	bad        int // violations when one line stands for several (grouped 5xx)
 }
 
 // verdict is everything the suite found, for the table.
@@ -402,6 +403,14 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 		}
 		return "", false
 	}
+	// Violations are grouped by what was answered and in which window, with a count and the
+	// first occurrence: one broken mapping shows as one line, not hundreds.
+	type group struct {
+		n     int
+		first outcome
+	}
+	groups := map[string]*group{}
+	var order []string
 	for _, o := range outcomes {
 		if o.op == "setup" {
 			continue
@@ -410,7 +419,15 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 			fiveXX.checked++
 			name, ok := inWindow(o)
 			if !ok || o.status != http.StatusServiceUnavailable {
-				fiveXX.failf("%s %s %s → %d at %s (window: %q): %s", o.op, o.method, o.path, o.status, o.start.Format("15:04:05.000"), name, o.body)
+				if !ok {
+					name = "none"
+				}
+				key := fmt.Sprintf("%s %d %s (window: %s)", o.op, o.status, o.body, name)
+				if groups[key] == nil {
+					groups[key] = &group{first: o}
+					order = append(order, key)
+				}
+				groups[key].n++
 			}
 		}
 		if o.err != "" {
@@ -419,6 +436,12 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 				noAnswer.failf("%s %s %s at %s: %s", o.op, o.method, o.path, o.start.Format("15:04:05.000"), o.err)
 			}
 		}
+	}
+
+	for _, key := range order {
+		g := groups[key]
+		fiveXX.failf("%d× %s — first %s %s at %s", g.n, key, g.first.method, g.first.path, g.first.start.Format("15:04:05.000"))
+		fiveXX.bad += g.n
 	}
 
 	// --- figures -----------------------------------------------------------------------------
@@ -458,7 +481,10 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 		v.figures = append(v.figures, [2]string{"recovery after a fault (first success of a failed operation after the window): p50 / max",
 			fmt.Sprintf("%s / %s (%d faults with failures)", recoveries[len(recoveries)/2].Round(time.Millisecond), recoveries[len(recoveries)-1].Round(time.Millisecond), len(recoveries))})
 	}
-	limited, served := 0, 0
+	limited, served, redisDown := 0, 0, false
+	for _, w := range windows {
+		redisDown = redisDown || strings.HasPrefix(w.name, "redis down")
+	}
 	for _, o := range outcomes {
 		for _, w := range windows {
 			if strings.HasPrefix(w.name, "redis down") && !o.start.Before(w.start) && !o.start.After(w.end) {
@@ -470,7 +496,9 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 			}
 		}
 	}
-	v.figures = append(v.figures, [2]string{"rate limiter while Redis was down: 429s / answered requests", fmt.Sprintf("%d / %d", limited, served)})
+	if redisDown {
+		v.figures = append(v.figures, [2]string{"rate limiter while Redis was down: 429s / answered requests", fmt.Sprintf("%d / %d", limited, served)})
+	}
 	total5, totalErr := 0, 0
 	for _, o := range outcomes {
 		if o.status >= 500 {
@@ -489,11 +517,11 @@ func (v *verdict) markdown(title string, started time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s\n\n| invariant | checked | violations | result |\n|---|---:|---:|---|\n", title)
 	for _, c := range v.checks {
-		res := "pass"
-		if len(c.violations) > 0 {
+		res, n := "pass", max(len(c.violations), c.bad)
+		if n > 0 {
 			res = "**FAIL**"
 		}
-		fmt.Fprintf(&b, "| %s | %d | %d | %s |\n", c.name, c.checked, len(c.violations), res)
+		fmt.Fprintf(&b, "| %s | %d | %d | %s |\n", c.name, c.checked, n, res)
 	}
 	b.WriteString("\n| figure | value |\n|---|---|\n")
 	for _, f := range v.figures {

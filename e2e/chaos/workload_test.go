@@ -80,7 +80,7 @@ func (l *ledger) oddf(format string, args ...any) {
 type workload struct {
 	s        *stack
 	led      *ledger
-	finishBy time.Time // a scenario under way retries until then, even after the stop
+	finishBy atomic.Int64 // unix ns: a scenario under way retries until then, even after the stop
 	bg       context.Context
 	seq      atomic.Int64
 	stats    sync.Map // scenario → *atomic.Int64
@@ -149,6 +149,12 @@ func (w *workload) start(ctx context.Context, workers int, pace time.Duration) f
 	return wg.Wait
 }
 
+// deadline is how long a scenario under way keeps retrying through faults.
+func (w *workload) deadline() time.Time { return time.Unix(0, w.finishBy.Load()) }
+
+// finishWithin lets the scenarios under way retry for d more, and no longer.
+func (w *workload) finishWithin(d time.Duration) { w.finishBy.Store(time.Now().Add(d).UnixNano()) }
+
 func (w *workload) count(name string) {
 	c, _ := w.stats.LoadOrStore(name, new(atomic.Int64))
 	c.(*atomic.Int64).Add(1)
@@ -175,7 +181,7 @@ func (w *workload) api() *api { return w.s.api }
 // same key (so a 202 lost on the way back never makes a second run), and tracks it.
 func (w *workload) startRun(kind string) string {
 	key := "chaos-" + randHex(8)
-	r := w.api().retry(w.bg, w.finishBy, "run.start", "POST", "/api/workflows/"+w.s.wf[kind]+"/run",
+	r := w.api().retry(w.bg, w.deadline(), "run.start", "POST", "/api/workflows/"+w.s.wf[kind]+"/run",
 		map[string]any{"input": map[string]any{"key": key}}, true, "Idempotency-Key", key)
 	if r.status != http.StatusAccepted {
 		if !r.retryable() && r.status < 500 {
@@ -227,7 +233,7 @@ func (w *workload) signal(rng *rand.Rand) {
 		w.waitFor(id, 10*time.Second, waitingAt("gate"))
 	}
 	nonce := randHex(6)
-	for time.Now().Before(w.finishBy) && w.bg.Err() == nil {
+	for time.Now().Before(w.deadline()) && w.bg.Err() == nil {
 		w.led.update(id, func(r *trackedRun) { r.signalTries++ })
 		r := w.api().call(w.bg, "run.signal", "POST", "/api/runs/"+id+"/signals", map[string]any{"name": "go", "payload": map[string]any{"nonce": nonce}}, true)
 		if r.status == http.StatusAccepted {
@@ -246,7 +252,7 @@ func (w *workload) signal(rng *rand.Rand) {
 // cancelRun cancels until an answer that is not a fault's; it returns the run's status then
 // ("cancelled", or the status of a run that finished first) or "".
 func (w *workload) cancelRun(id string) string {
-	r := w.api().retry(w.bg, w.finishBy, "run.cancel", "POST", "/api/runs/"+id+"/cancel", nil, true)
+	r := w.api().retry(w.bg, w.deadline(), "run.cancel", "POST", "/api/runs/"+id+"/cancel", nil, true)
 	switch {
 	case r.status == http.StatusAccepted && r.str("status") == "cancelled":
 		return "cancelled"
@@ -315,7 +321,7 @@ func (w *workload) hook(rng *rand.Rand) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for time.Now().Before(w.finishBy) && w.bg.Err() == nil {
+			for time.Now().Before(w.deadline()) && w.bg.Err() == nil {
 				r := w.api().call(w.bg, "webhook", "POST", "/api/webhooks/events/chaos", []byte(body), false, standardHeaders(id, time.Now(), body)...)
 				if r.status == http.StatusAccepted {
 					run := r.str("workflowRunId")
@@ -350,7 +356,7 @@ func standardHeaders(id string, at time.Time, body string) []string {
 }
 
 func (w *workload) patchWorkflow(worker int) string {
-	r := w.api().retry(w.bg, w.finishBy, "wf.create", "POST", "/api/workflows", map[string]any{
+	r := w.api().retry(w.bg, w.deadline(), "wf.create", "POST", "/api/workflows", map[string]any{
 		"name": fmt.Sprintf("chaos-patch-%d-%s", worker, randHex(3)), "definition": line(block("start", "trigger.manual", map[string]any{})),
 	}, true)
 	if r.status != http.StatusCreated {
@@ -364,7 +370,7 @@ func (w *workload) patchWorkflow(worker int) string {
 
 // readWorkflow returns the workflow's version and block ids, retrying through faults.
 func (w *workload) readWorkflow(id string) (int, map[string]bool, bool) {
-	r := w.api().retry(w.bg, w.finishBy, "wf.get", "GET", "/api/workflows/"+id, nil, true)
+	r := w.api().retry(w.bg, w.deadline(), "wf.get", "GET", "/api/workflows/"+id, nil, true)
 	if r.status != http.StatusOK {
 		if !r.retryable() {
 			w.led.oddf("wf.get %s: %d %s", id, r.status, r.raw)
