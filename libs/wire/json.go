@@ -38,6 +38,8 @@ func (e *JSONError) Error() string {
 //   - the bytes are UTF-8 (encoding/json would silently turn bad bytes into U+FFFD);
 //   - objects and arrays nest at most MaxJSONDepth levels;
 //   - no object has the same member twice (decoders disagree on which copy wins);
+//   - no string holds U+0000 or half of a UTF-16 surrogate pair (\u0000, a lone \ud800):
+//     Postgres stores neither, and the second is no character at all;
 //   - every number is a 64-bit float: 1e309 or -1e400 (out of range) and 1e-400 (a non-zero
 //     number that would become 0) are refused, and so is an integer literal past ±2^53
 //     (123456789012345678901234567890): templates, outputs and every client that parses JSON
@@ -49,6 +51,9 @@ func CheckJSON(raw []byte) *JSONError {
 	if !utf8.Valid(raw) {
 		off := invalidUTF8At(raw)
 		return &JSONError{Pointer: PointerAt(raw, stringEnd(raw, off)), Message: fmt.Sprintf("body is not valid UTF-8 (bad byte at offset %d); send text as UTF-8", off)}
+	}
+	if off, msg := badEscape(raw); msg != "" {
+		return &JSONError{Pointer: PointerAt(raw, stringEnd(raw, off)), Message: msg}
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -182,6 +187,53 @@ func invalidUTF8At(raw []byte) int {
 		i += size
 	}
 	return len(raw)
+}
+
+// badEscape finds a \u escape that names no storable character: U+0000, or a surrogate
+// that is not half of a high-low pair. It returns the escape's offset and what is wrong.
+func badEscape(raw []byte) (int, string) {
+	in := false
+	for i := 0; i < len(raw); i++ {
+		switch c := raw[i]; {
+		case c == '"':
+			in = !in
+		case c == '\\' && in:
+			if i+1 >= len(raw) || raw[i+1] != 'u' {
+				i++ // a one-character escape
+				continue
+			}
+			r, ok := hex4(raw, i+2)
+			if !ok {
+				return 0, "" // a syntax error, the decoder's to report
+			}
+			switch {
+			case r == 0:
+				return i, "strings may not hold U+0000 (\\u0000): it cannot be stored; remove it"
+			case r >= 0xDC00 && r <= 0xDFFF:
+				return i, fmt.Sprintf("\\u%04x is the second half of a UTF-16 surrogate pair without its first half; send the whole character", r)
+			case r >= 0xD800 && r <= 0xDBFF:
+				low, ok := rune(0), i+11 < len(raw) && raw[i+6] == '\\' && raw[i+7] == 'u'
+				if ok {
+					low, ok = hex4(raw, i+8)
+				}
+				if !ok || low < 0xDC00 || low > 0xDFFF {
+					return i, fmt.Sprintf("\\u%04x is the first half of a UTF-16 surrogate pair without its second half; send the whole character", r)
+				}
+				i += 11
+				continue
+			}
+			i += 5
+		}
+	}
+	return 0, ""
+}
+
+func hex4(raw []byte, at int) (rune, bool) {
+	if at+4 > len(raw) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(raw[at:at+4]), 16, 32)
+	return rune(n), err == nil
 }
 
 // stringEnd is the offset just past the string that holds raw[off] (bad bytes can only be

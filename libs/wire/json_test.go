@@ -43,7 +43,12 @@ func TestCheckJSON(t *testing.T) {
 		{name: "depth past the bound", body: deep(wire.MaxJSONDepth + 1), pointer: strings.Repeat("/0", 64), msg: "nests more than 64 levels"},
 		{name: "very deep", body: deep(100000), pointer: strings.Repeat("/0", 64), msg: "nests more than 64 levels"},
 		{name: "invalid UTF-8", body: "{\"a\":\"ok\",\"b\":\"\xff\xfe\"}", pointer: "/b", msg: "not valid UTF-8 (bad byte at offset 15)"},
-		{name: "escaped surrogate is UTF-8 text", body: `{"a":"\ud800"}`},
+		{name: "NUL", body: `{"a":["x","ab\u0000c"]}`, pointer: "/a/1", msg: "U+0000"},
+		{name: "lone high surrogate", body: `{"a":"\ud800"}`, pointer: "/a", msg: "first half"},
+		{name: "high surrogate then other escape", body: `{"a":"\ud800\u0041"}`, pointer: "/a", msg: "first half"},
+		{name: "lone low surrogate", body: `{"a":"x\udc00"}`, pointer: "/a", msg: "second half"},
+		{name: "surrogate pair", body: `{"a":"\ud83d\ude42 \u00e9 \\u0000 \" \\"}`},
+		{name: "escapes in member names", body: `{"\u0000":1}`, pointer: "", msg: "U+0000"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

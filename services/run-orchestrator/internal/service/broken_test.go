@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"testing"
 
@@ -141,7 +140,7 @@ func TestBrokenRunsEnd(t *testing.T) {
 		t.Parallel()
 		id := b.startRun(t, "wf_wait", map[string]any{"input": map[string]any{"n": 1}})
 		b.waitStatus(t, id, "waiting")
-		r := b.do(t, "POST", "/api/runs/"+id+"/signals", json.RawMessage(`{"name":"go","payload":{"big":1e308,"small":-5e-324,"s":"é"}}`))
+		r := b.do(t, "POST", "/api/runs/"+id+"/signals", rawBody(`{"name":"go","payload":{"big":1e308,"small":-5e-324,"s":"é"}}`))
 		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
 		b.waitStatus(t, id, "completed")
 		for _, a := range b.logs(t, id) {
@@ -174,7 +173,7 @@ func TestJSONBoundary(t *testing.T) {
 		{"SignalInvalidUTF8", "/api/runs/" + id + "/signals", "{\"name\":\"go\",\"payload\":\"\xff\"}", "/payload", "UTF-8"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := b.do(t, "POST", tc.path, json.RawMessage(tc.body))
+			r := b.do(t, "POST", tc.path, rawBody(tc.body))
 			require.Equal(t, http.StatusBadRequest, r.Status, r.Raw)
 			require.Equal(t, "invalid_body", r.Body["error"], r.Raw)
 			issues := r.Body["issues"].([]any)

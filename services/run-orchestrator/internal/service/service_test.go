@@ -123,7 +123,9 @@ func (b *testBundle) do(t testing.TB, method, path string, body any, hdr ...stri
 func (b *testBundle) doAs(t testing.TB, org, method, path string, body any, hdr ...string) response {
 	t.Helper()
 	var rd io.Reader
-	if body != nil {
+	if raw, ok := body.(rawBody); ok {
+		rd = strings.NewReader(string(raw))
+	} else if body != nil {
 		raw, err := json.Marshal(body)
 		require.NoError(t, err)
 		rd = bytes.NewReader(raw)
