@@ -36,7 +36,7 @@ func NewListRunsHandler(reader RunReader, catalog WorkflowCatalog) ListRunsHandl
 	if reader == nil || catalog == nil {
 		panic("nil reader or catalog")
 	}
-	return ListRunsHandler{reader: reader, catalog: catalog}
+	return ListRunsHandler{reader: storeReader{reader}, catalog: catalog}
 }
 
 // Handle returns the page (newest first, at most Filter.Limit), run.ErrWorkflowNotFound when

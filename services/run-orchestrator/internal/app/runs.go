@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+
+	"svc.dev/libs/pgdb"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
 // Runs are the read, cancel and signal use cases of the runs API.
@@ -17,11 +20,38 @@ func NewRuns(reader RunReader, engine Engine) Runs {
 	if reader == nil || engine == nil {
 		panic("nil reader or engine")
 	}
-	return Runs{reader: reader, engine: engine}
+	return Runs{reader: storeReader{reader}, engine: engine}
 }
 
 // Reader is the read side, for queries.
 func (r Runs) Reader() RunReader { return r.reader }
+
+// storeReader turns reads that failed because Postgres could not be reached into an
+// *UnavailableError (503: clients retry) instead of an internal error.
+type storeReader struct{ RunReader }
+
+func (s storeReader) Get(ctx context.Context, org, id string) (run.Record, error) {
+	rec, err := s.RunReader.Get(ctx, org, id)
+	return rec, storeError(err)
+}
+
+func (s storeReader) List(ctx context.Context, org string, f run.ListFilter) ([]run.Record, error) {
+	recs, err := s.RunReader.List(ctx, org, f)
+	return recs, storeError(err)
+}
+
+func (s storeReader) Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error) {
+	items, err := s.RunReader.Logs(ctx, org, runID, after, limit)
+	return items, storeError(err)
+}
+
+// storeError is err, or an *UnavailableError when it says the run store cannot be reached.
+func storeError(err error) error {
+	if err != nil && !isDomain(err) && pgdb.Unavailable(err) {
+		return &UnavailableError{Message: "the run store is unavailable", Err: err}
+	}
+	return err
+}
 
 // Cancel cancels a run: its status afterwards, *run.FinishedError, run.ErrNotFound or a
 // *CancelError.
@@ -30,6 +60,9 @@ func (r Runs) Cancel(ctx context.Context, org, id string) (string, error) {
 	if err != nil {
 		if isDomain(err) {
 			return "", err
+		}
+		if pgdb.Unavailable(err) {
+			return "", storeError(err)
 		}
 		return "", &CancelError{Err: err}
 	}
@@ -40,6 +73,9 @@ func (r Runs) Cancel(ctx context.Context, org, id string) (string, error) {
 func (r Runs) Signal(ctx context.Context, org, id, name string, payload json.RawMessage) (string, bool, error) {
 	sid, delivered, err := r.engine.Signal(ctx, org, id, name, payload)
 	if err != nil && !isDomain(err) {
+		if pgdb.Unavailable(err) {
+			return "", false, storeError(err)
+		}
 		return "", false, errors.Join(errors.New("signal"), err)
 	}
 	return sid, delivered, err

@@ -4,6 +4,7 @@ import (
 	"errors"
 
 	"svc.dev/libs/errs"
+	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
 	"svc.dev/services/scheduler/internal/app/command"
 	"svc.dev/services/scheduler/internal/domain/schedule"
@@ -33,6 +34,9 @@ func toAppError(err error) *errs.Error {
 		return public
 	case errors.Is(err, command.ErrWorkflowsUnavailable):
 		return errs.New(errs.Unavailable, err).WithMessage("the workflow editor could not be reached; nothing was changed, try again")
+	case pgdb.Unavailable(err):
+		// Postgres restarting or unreachable: transient, so 503 (retry), not an internal error.
+		return errs.New(errs.Unavailable, err).WithMessage("the schedule store is unavailable; try again")
 	default:
 		return errs.New(errs.InternalOnlyLog, err)
 	}

@@ -1,0 +1,60 @@
+package app_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// storeDown is a reader and an engine whose Postgres answers "the database system is shutting
+// down", as during a restart.
+type storeDown struct{ app.Engine }
+
+var errShuttingDown = fmt.Errorf("get run: %w", &pgconn.PgError{Code: "57P03", Message: "the database system is shutting down"})
+
+func (storeDown) Get(context.Context, string, string) (run.Record, error) {
+	return run.Record{}, errShuttingDown
+}
+
+func (storeDown) List(context.Context, string, run.ListFilter) ([]run.Record, error) {
+	return nil, errShuttingDown
+}
+
+func (storeDown) Logs(context.Context, string, string, int64, int) ([]run.Attempt, error) {
+	return nil, errShuttingDown
+}
+
+func (storeDown) Cancel(context.Context, string, string) (run.Status, error) {
+	return "", errShuttingDown
+}
+
+func (storeDown) Signal(context.Context, string, string, string, json.RawMessage) (string, bool, error) {
+	return "", false, errShuttingDown
+}
+
+// TestRunsStoreUnavailable: reads, cancel and signals that fail because Postgres cannot be
+// reached are *UnavailableError (503, clients retry), not internal errors or cancel_failed
+// (the chaos suite saw 500s while Postgres restarted).
+func TestRunsStoreUnavailable(t *testing.T) {
+	t.Parallel()
+	runs := app.NewRuns(storeDown{}, storeDown{})
+	var ue *app.UnavailableError
+	_, err := runs.Reader().Get(context.Background(), "org", "run_x")
+	require.ErrorAs(t, err, &ue)
+	_, err = runs.Reader().Logs(context.Background(), "org", "run_x", 0, 10)
+	require.ErrorAs(t, err, &ue)
+	_, err = runs.Cancel(context.Background(), "org", "run_x")
+	require.ErrorAs(t, err, &ue)
+	var ce *app.CancelError
+	require.False(t, errors.As(err, &ce))
+	_, _, err = runs.Signal(context.Background(), "org", "run_x", "go", nil)
+	require.ErrorAs(t, err, &ue)
+}
