@@ -166,6 +166,12 @@ func (f *fuzzer) checkResponse(req *request, res *result) []failure {
 	if res.Status >= 500 {
 		fail("5xx", "status %d", res.Status)
 	}
+	if res.Status == http.StatusRequestHeaderFieldsTooLarge && !json.Valid(res.Body) {
+		// net/http's own answer to headers over the server's MaxHeaderBytes: one failure, not
+		// one per missing header and shape rule.
+		fail("431-plain-text", "headers over the limit answered by net/http itself: %q, no X-Request-Id, no JSON", truncate(string(res.Body), 60))
+		return out
+	}
 	if res.Header.Get("X-Request-Id") == "" {
 		fail("headers", "no X-Request-Id")
 	}

@@ -102,6 +102,11 @@ func truncate(s string, n int) string {
 	return s[:n] + fmt.Sprintf("…(+%d bytes)", len(s)-n)
 }
 
+type slowOne struct {
+	took time.Duration
+	what string
+}
+
 // fuzzer holds the run: the document, the system, its fixtures and the tallies.
 type fuzzer struct {
 	t      *testing.T
@@ -125,6 +130,8 @@ type fuzzer struct {
 	failures map[string][]failure // kind → the first ones
 	nFail    map[string]int       // kind → all of them
 	stuck    []string             // runs reported stuck, left out of later settling
+	slowest  []slowOne            // the slowest exchanges, slowest first
+	settling time.Duration        // time spent waiting for a still system
 	rejected int                  // rejected requests whose state was checked
 }
 
@@ -251,6 +258,13 @@ func (f *fuzzer) record(req *request, res *result, fails []failure) {
 		kind = kind[:i]
 	}
 	f.byKind[kind]++
+	if len(f.slowest) < 5 || res.Took > f.slowest[len(f.slowest)-1].took {
+		f.slowest = append(f.slowest, slowOne{res.Took, fmt.Sprintf("#%d %s %s [%s] -> %s", req.N, req.Method, truncate(req.Path, 80), req.Kind, statusClass(res))})
+		sort.Slice(f.slowest, func(i, j int) bool { return f.slowest[i].took > f.slowest[j].took })
+		if len(f.slowest) > 5 {
+			f.slowest = f.slowest[:5]
+		}
+	}
 	if req.Op != nil {
 		f.opsSeen[req.Op.ID] = true
 	}
@@ -380,6 +394,12 @@ func (f *fuzzer) rejectedPhase(round, n int) {
 
 // settle waits for a still system; runs that never finish are reported once and left out.
 func (f *fuzzer) settle() (snapshot, error) {
+	start := time.Now()
+	defer func() {
+		f.mu.Lock()
+		f.settling += time.Since(start)
+		f.mu.Unlock()
+	}()
 	for {
 		f.mu.Lock()
 		ignore := append([]string(nil), f.stuck...)
@@ -461,6 +481,10 @@ func (f *fuzzer) report(took time.Duration) {
 		fmt.Fprintf(&b, "%-48s %7d %7d %7d %7d %7d %7d  %s\n", route, n, st["2xx"], st["3xx"], st["4xx"], st["5xx"], st["error"], strings.Join(codes, " "))
 	}
 	fmt.Fprintf(&b, "%-48s %7d %7d %7d %7d %7d %7d\n\n", "all", all, totals["2xx"], totals["3xx"], totals["4xx"], totals["5xx"], totals["error"])
+	fmt.Fprintf(&b, "time spent waiting for a still system (rejected-only phases): %s; slowest answers:\n", f.settling.Round(time.Millisecond))
+	for _, s := range f.slowest {
+		fmt.Fprintf(&b, "  %8s %s\n", s.took.Round(time.Millisecond), s.what)
+	}
 	fmt.Fprintf(&b, "by generator:")
 	for _, k := range sortedKeys(f.byKind) {
 		fmt.Fprintf(&b, " %s %d", k, f.byKind[k])

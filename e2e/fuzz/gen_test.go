@@ -248,6 +248,22 @@ func (f *fuzzer) buildValid(r *rand.Rand, op *operation, side bool) *request {
 			}
 		}
 	}
+	// Cursors are bound to their list's filters; the ones kept were issued without any.
+	if len(q) > 1 {
+		var kept []string
+		filtered := false
+		for _, kv := range q {
+			if !strings.HasPrefix(kv, "after=") && !strings.HasPrefix(kv, "limit=") {
+				filtered = true
+			}
+		}
+		for _, kv := range q {
+			if !filtered || !strings.HasPrefix(kv, "after=") {
+				kept = append(kept, kv)
+			}
+		}
+		q = kept
+	}
 	req.Path = p
 	if len(q) > 0 {
 		req.Path += "?" + strings.Join(q, "&")
@@ -278,7 +294,10 @@ func (f *fuzzer) buildValid(r *rand.Rand, op *operation, side bool) *request {
 		}
 	}
 	if op.Body != nil && (op.BodyRequired || r.IntN(4) > 0) {
-		v := valid(r, op.Body, "", f.hint(r, op, side), 0)
+		v, ok := f.hint(r, op, side)("", op.Body)
+		if !ok {
+			v = valid(r, op.Body, "", f.hint(r, op, side), 0)
+		}
 		req.obj, _ = v.(map[string]any)
 		req.Body, _ = json.Marshal(v)
 		req.Header.Set("Content-Type", "application/json")
@@ -331,6 +350,14 @@ func (f *fuzzer) hint(r *rand.Rand, op *operation, side bool) hintFunc {
 			return validOps(r), true
 		case "input", "payload":
 			return anyJSON(r, 3), true
+		case "":
+			if isWebhook(op) { // the event: any object
+				obj := map[string]any{"type": "fz." + alnum(r, 5, letters)}
+				for range r.IntN(4) {
+					obj[alnum(r, 1+r.IntN(8), letters)] = anyJSON(r, 2)
+				}
+				return obj, true
+			}
 		case "idempotencyKey":
 			return "fz-" + alnum(r, 16, letters), true
 		case "workflowId":

@@ -194,8 +194,9 @@ func mutations() []mutation {
 				req.Expect = expect(400, "a required header missing", "webhook_rejected")
 				return
 			}
+			// Not application/json: the body is the empty object (seed §webhooks) and a correctly
+			// signed delivery dispatches; nothing definite to expect beyond no 5xx.
 			req.Header.Set("Content-Type", anyOf(r, []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "multipart/form-data; boundary=x"}))
-			req.Expect = expect(400, "a signed delivery that is not application/json", "webhook_rejected")
 		}},
 		// --- body members --------------------------------------------------------------------
 		{name: "missing-required", reject: true, applies: func(op *operation) bool { return op.Body != nil && len(requiredOf(op.Body)) > 0 }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
