@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
+
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -50,6 +53,10 @@ func NewListRunsHandler(reader RunReader, catalog WorkflowCatalog) ListRunsHandl
 // asked only when the page is empty.
 func (h ListRunsHandler) Handle(ctx context.Context, q ListRuns) ([]run.Record, error) {
 	wf := q.Filter.WorkflowID
+	if strings.ContainsRune(wf, 0) || !utf8.ValidString(wf) {
+		// No workflow has such an id, and Postgres refuses it as text: answer without asking.
+		return nil, run.ErrWorkflowNotFound
+	}
 	recs, err := h.reader.List(ctx, q.OrganizationID, q.Filter)
 	if err != nil || wf == "" || len(recs) > 0 {
 		return recs, err

@@ -8,7 +8,9 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sort"
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -35,6 +37,9 @@ func (m *memReader) Get(_ context.Context, org, id string) (run.Record, error) {
 }
 
 func (m *memReader) List(_ context.Context, org string, f run.ListFilter) ([]run.Record, error) {
+	if strings.ContainsRune(f.WorkflowID, 0) || !utf8.ValidString(f.WorkflowID) {
+		return nil, errors.New("ERROR: invalid byte sequence for encoding \"UTF8\"") // as Postgres answers
+	}
 	var out []run.Record
 	for _, r := range m.runs {
 		if r.OrganizationID == org && (f.WorkflowID == "" || r.WorkflowID == f.WorkflowID) &&
@@ -148,6 +153,8 @@ func TestTenancyOfReads(t *testing.T) {
 			"/api/runs?workflowId=" + b.wfA,
 			"/api/workflows/" + wire.NewID(wire.Workflow) + "/runs",
 			"/api/workflows/not-an-id/runs",
+			"/api/runs?workflowId=%00",
+			"/api/runs?workflowId=%ff",
 		} {
 			status, body := b.serve(b.orgB, target)
 			requireError(t, status, body, http.StatusNotFound, "not_found")
