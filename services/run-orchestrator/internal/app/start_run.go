@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -48,6 +50,9 @@ func NewStartRunHandler(catalog WorkflowCatalog, engine Engine) StartRunHandler 
 // Handle starts the run, or returns run.ErrWorkflowNotFound, *run.InvalidWorkflowError,
 // *run.InvalidInputError or *DispatchError.
 func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, error) {
+	if err := checkKey(cmd.IdempotencyKey); err != nil {
+		return Started{}, err
+	}
 	if cmd.IdempotencyKey != "" {
 		// A redelivery costs no editor call.
 		id, err := h.engine.RunForKey(ctx, cmd.OrganizationID, cmd.IdempotencyKey)
@@ -131,6 +136,16 @@ func compileInputSchema(def run.Definition) (*jsonschema.Schema, error) {
 		return nil, &DispatchError{Message: "the trigger's input_schema does not compile", Err: err}
 	}
 	return sch, nil
+}
+
+// checkKey refuses an idempotency key that is not text Postgres can store and compare:
+// invalid UTF-8 (a header may carry any byte) or control characters such as NUL.
+func checkKey(key string) error {
+	if !utf8.ValidString(key) || strings.ContainsFunc(key, unicode.IsControl) {
+		return &run.InvalidInputError{Issues: []run.Issue{{Path: "/idempotencyKey",
+			Message: "the idempotency key must be UTF-8 text without control characters"}}}
+	}
+	return nil
 }
 
 // validateInput checks input against the JSON boundary's rules (wire.CheckJSON: callers of

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -80,13 +81,26 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 		return out, nil
 	}
 
+	// A key that is not storable text is its item's error, and takes no part in the lookup.
+	lookup := cmds
+	for i, c := range cmds {
+		if err := checkKey(c.IdempotencyKey); err != nil {
+			if len(lookup) > 0 && &lookup[0] == &cmds[0] {
+				lookup = slices.Clone(cmds)
+			}
+			lookup[i].IdempotencyKey, out[i] = "", StartRunResult{Err: err}
+		}
+	}
 	// A redelivery costs no editor call: keys already used are answered first.
-	known, err := h.knownKeys(ctx, cmds)
+	known, err := h.knownKeys(ctx, lookup)
 	if err != nil {
 		return nil, err
 	}
 	pending := make([]int, 0, len(cmds))
 	for i, c := range cmds {
+		if out[i].Err != nil {
+			continue
+		}
 		if id := known[idemKey{c.OrganizationID, c.IdempotencyKey}]; c.IdempotencyKey != "" && id != "" {
 			out[i] = StartRunResult{Started: Started{RunID: id, Deduplicated: true}}
 			continue

@@ -181,6 +181,14 @@ func TestJSONBoundary(t *testing.T) {
 			require.Contains(t, issues[0].(map[string]any)["message"], tc.fragment)
 		})
 	}
+	// Idempotency keys are text Postgres can store: a header may carry any byte.
+	r := b.do(t, "POST", "/api/workflows/wf_wait/run", nil, "Idempotency-Key", "k\xff\xfe")
+	require.Equal(t, http.StatusBadRequest, r.Status, r.Raw)
+	require.Equal(t, "/idempotencyKey", r.Body["issues"].([]any)[0].(map[string]any)["path"], r.Raw)
+	r = b.do(t, "POST", "/api/workflows/wf_wait/run", rawBody(`{"idempotencyKey":"a\u0007b"}`))
+	require.Equal(t, http.StatusBadRequest, r.Status, r.Raw)
+	require.Equal(t, "/idempotencyKey", r.Body["issues"].([]any)[0].(map[string]any)["path"], r.Raw)
+
 	// Nothing reached the run: it still waits, and its signal is not consumed.
 	got := b.do(t, "GET", "/api/runs/"+id, nil)
 	require.Equal(t, "waiting", got.Body["status"], got.Raw)

@@ -85,6 +85,8 @@ func TestGitHub(t *testing.T) {
 	require.Equal(t, "72d3162e", key)
 	_, err = r.IdempotencyKey(request(body, "application/json"))
 	requireKind(t, err, "rejected")
+	_, err = r.IdempotencyKey(request(body, "application/json", "X-GitHub-Delivery", "d\xff"))
+	requireKind(t, err, "rejected")
 }
 
 func TestStandardWebhooks(t *testing.T) {
