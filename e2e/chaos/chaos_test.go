@@ -20,7 +20,7 @@ import (
 // SVC_CHAOS_REPORT (markdown) when set.
 //
 // SVC_CHAOS_DURATION sets how long faults are injected (make chaos: 10m), cycling through the
-// list; unset (make test), one pass of the list in about 75 s.
+// list; unset (make test), one pass of the list in about 65 s.
 func TestChaos(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: starts the whole system on private servers")
@@ -33,15 +33,17 @@ func TestChaos(t *testing.T) {
 		}
 		long = d
 	}
-	// Short: holds and gaps small enough for one pass in ~75 s; long: longer outages, and
+	// Short: holds and gaps small enough for one pass in ~65 s; long: longer outages, and
 	// room between faults for the system to show it recovered.
-	hold, gap, warm, cool, workers := 1500*time.Millisecond, 2500*time.Millisecond, 5*time.Second, 5*time.Second, 4
+	hold, gap, warm, cool, workers := 1200*time.Millisecond, 2*time.Second, 3*time.Second, 4*time.Second, 4
 	if long > 0 {
 		hold, gap, warm, cool, workers = 3*time.Second, 8*time.Second, 10*time.Second, 10*time.Second, 4
 	}
 
+	t0 := time.Now()
 	s := setup(t, stackOptions{logLevel: "info"})
 	s.schedules(3)
+	t.Logf("set-up (build, private servers, system, user, workflows) took %s", time.Since(t0).Round(time.Second))
 	led := newLedger()
 	bg, cancelBG := context.WithCancel(context.Background())
 	t.Cleanup(cancelBG)
@@ -74,6 +76,7 @@ func TestChaos(t *testing.T) {
 	vctx, cancel := context.WithTimeout(bg, 5*time.Minute)
 	defer cancel()
 	v := s.verify(vctx, led, flog.all(), 90*time.Second)
+	t.Logf("settling and checks took %s", time.Since(workEnded).Round(time.Second))
 	var scen []string
 	for _, sc := range scenarios {
 		if c, ok := w.stats.Load(sc.name); ok {

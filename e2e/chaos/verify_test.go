@@ -422,7 +422,7 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 				if !ok {
 					name = "none"
 				}
-				key := fmt.Sprintf("%s %d %s (window: %s)", o.op, o.status, o.body, name)
+				key := fmt.Sprintf("%s %d %s (window: %s)", o.op, o.status, strings.TrimSpace(o.body), name)
 				if groups[key] == nil {
 					groups[key] = &group{first: o}
 					order = append(order, key)
