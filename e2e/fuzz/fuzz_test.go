@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"path/filepath"
 	"sort"
 	"strconv"
 	"strings"
@@ -501,6 +502,16 @@ func (f *fuzzer) report(took time.Duration) {
 		f.failures["coverage"] = append(f.failures["coverage"], failure{Kind: "coverage", Detail: "operations never requested: " + strings.Join(missing, ", ")})
 	}
 	kinds := sortedKeys(f.nFail)
+	defer func() {
+		// make fuzz shows the logs of failing tests only: the figures also go to a file.
+		p := os.Getenv("SVC_FUZZ_REPORT")
+		if p == "" {
+			p = filepath.Join(os.TempDir(), fmt.Sprintf("svc-fuzz-%d.txt", f.seed))
+		}
+		if err := os.WriteFile(p, []byte(b.String()), 0o644); err == nil {
+			f.t.Logf("fuzz: summary written to %s", p)
+		}
+	}()
 	if len(kinds) == 0 {
 		b.WriteString("failures: none\n")
 		f.t.Log(b.String())

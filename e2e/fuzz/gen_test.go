@@ -124,6 +124,12 @@ func (f *fuzzer) pathValue(r *rand.Rand, op *operation, name string, side bool) 
 		}
 		return x.pick(r, x.runs)
 	case "signalRun":
+		if side && r.IntN(2) == 0 {
+			if id := str(f.try(http.MethodPost, "/api/workflows/"+x.waitWF+"/run", own, nil), "runId"); id != "" {
+				x.add(&x.runs, id)
+				return id
+			}
+		}
 		if r.IntN(3) > 0 {
 			return x.pick(r, x.waiting)
 		}
@@ -217,7 +223,7 @@ func (f *fuzzer) authCred(r *rand.Rand, op *operation, side bool, h http.Header)
 	switch op.ID {
 	case "authApiKeyCreate", "authApiKeyList", "authApiKeyDelete", "authApiKeyRevoke", "authApiKeyVerify":
 		h.Set("Authorization", "Bearer "+x.token)
-	case "authChangePassword":
+	case "authChangePassword", "authOrganizationAcceptInvitation":
 		x.mu.Lock()
 		h.Set("Authorization", "Bearer "+x.u3Token)
 		x.mu.Unlock()
@@ -370,8 +376,8 @@ func (f *fuzzer) hint(r *rand.Rand, op *operation, side bool) hintFunc {
 			switch op.ID {
 			case "authSignInEmail":
 				return x.u3Email, true
-			case "authRequestPasswordReset":
-				if r.IntN(2) == 0 {
+			case "authRequestPasswordReset", "authOrganizationInviteMember":
+				if r.IntN(3) == 0 {
 					return x.u3Email, true
 				}
 			}
@@ -399,6 +405,9 @@ func (f *fuzzer) hint(r *rand.Rand, op *operation, side bool) hintFunc {
 		case "invitationId":
 			return x.pick(r, x.invites), true
 		case "memberIdOrEmail":
+			if r.IntN(3) == 0 {
+				return x.u3Email, true
+			}
 			return "fz-" + strings.ToLower(alnum(r, 8, letters)) + "@example.com", true
 		case "keyId":
 			return f.keyToDelete(r, side), true
