@@ -351,13 +351,18 @@ func tenancyMatrix() map[string]tenancyEntry {
 				func(string) any { return map[string]any{"input": map[string]any{}} }, wantNotFound)
 		},
 		"GET /api/workflows/{id}/runs": func(f *tenancyFixture, c caller) []tenancyProbe {
-			return append(foreign("", "GET", "/api/workflows/%s/runs", f.wfA, missingWF, nil, wantNotFound),
-				foreign(" status", "GET", "/api/workflows/%s/runs?status=waiting", f.wfA, missingWF, nil, wantNotFound)...)
+			return append(append(foreign("", "GET", "/api/workflows/%s/runs", f.wfA, missingWF, nil, wantNotFound),
+				foreign(" status", "GET", "/api/workflows/%s/runs?status=waiting", f.wfA, missingWF, nil, wantNotFound)...),
+				// Ids no workflow can have answer the same, without a server error.
+				tenancyProbe{name: "not an id", method: "GET", path: "/api/workflows/not-an-id/runs", want: wantNotFound},
+				tenancyProbe{name: "long id", method: "GET", path: "/api/workflows/wf_" + strings.Repeat("z", 5000) + "/runs", want: wantNotFound})
 		},
 		"GET /api/runs": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return append([]tenancyProbe{
 				{name: "list", method: "GET", path: "/api/runs?limit=500", want: wantStatus(http.StatusOK)},
 				{name: "list-waiting", method: "GET", path: "/api/runs?status=waiting", want: wantStatus(http.StatusOK)},
+				{name: "workflowId NUL", method: "GET", path: "/api/runs?workflowId=%00", want: wantNotFound},
+				{name: "workflowId not UTF-8", method: "GET", path: "/api/runs?workflowId=%ff", want: wantNotFound},
 			}, foreign(" workflowId", "GET", "/api/runs?workflowId=%s", f.wfA, missingWF, nil, wantNotFound)...)
 		},
 		"GET /api/runs/{runId}": func(f *tenancyFixture, c caller) []tenancyProbe {
