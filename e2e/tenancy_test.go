@@ -666,8 +666,10 @@ func requireMatrixCovers(t *testing.T, routes []docRoute, matrix map[string]tena
 	}
 }
 
-// TestTenancy runs the matrix: organization B, by session and by API key, against every
-// operation of the document on organization A's resources.
+// TestTenancy runs the matrix: organization B, by session (bearer token and cookie) and by API
+// key, against every operation of the document on organization A's resources, in one system.
+// The probes run one after another: A's state is compared once all of them are done, and the
+// sign-out probes spend sessions of B's that no other probe uses.
 func TestTenancy(t *testing.T) {
 	t.Parallel()
 	routes := documentRoutes(t)
