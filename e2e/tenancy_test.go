@@ -727,7 +727,7 @@ func TestTenancy(t *testing.T) {
 	})
 
 	t.Run("CursorsAreBoundToTheirList", func(t *testing.T) {
-		a, b := f.a.c, f.b.c
+		a, b := f.a.c.with(func(c *client) { c.t = t }), f.b.c.with(func(c *client) { c.t = t })
 		first := func(c *client, path string) string {
 			t.Helper()
 			r := c.get(path)
@@ -758,6 +758,30 @@ func TestTenancy(t *testing.T) {
 		invalid(t, b.get("/api/workflows?after="+workflows))
 		require.Equal(t, http.StatusOK, a.get("/api/workflows?after="+workflows).Status)
 	})
+
+	t.Run("EditorDown", func(t *testing.T) { tenancyEditorDown(t, sys, f) })
+}
+
+// tenancyEditorDown (the last step of TestTenancy: the editor stays down): whether a workflow is
+// B's cannot be told without the editor unless B has runs of it, so B's request is 503
+// unavailable, never a 500 and never a guess (an empty list or a 404 either way); A's runs
+// prove the workflow is A's, so A's list needs no editor.
+func tenancyEditorDown(t *testing.T, sys *harness.System, f *tenancyFixture) {
+	t.Helper()
+	a, b := f.a.c.with(func(c *client) { c.t = t }), f.b.c.with(func(c *client) { c.t = t })
+	live := sys.Live(harness.Editor)
+	require.NotEmpty(t, live)
+	for _, p := range live {
+		p.Stop(t)
+	}
+	requireError(t, b.get("/api/workflows/"+f.wfA+"/runs"), http.StatusServiceUnavailable, "unavailable")
+	requireError(t, b.get("/api/runs?workflowId="+f.wfA), http.StatusServiceUnavailable, "unavailable")
+	r := a.get("/api/workflows/" + f.wfA + "/runs")
+	require.Equal(t, http.StatusOK, r.Status, r.Raw)
+	require.Equal(t, []any{f.runA}, runIDs(t, r))
+	r = a.get("/api/runs?status=failed&workflowId=" + f.wfA)
+	require.Equal(t, http.StatusOK, r.Status, r.Raw)
+	require.Empty(t, runIDs(t, r))
 }
 
 // runProbe sends one probe as c and checks it: its own expectation, then what holds for every
