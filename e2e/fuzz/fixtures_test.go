@@ -20,6 +20,8 @@ import (
 	"time"
 
 	"svc.dev/e2e/harness"
+	"svc.dev/libs/redisx"
+	"svc.dev/libs/testkit"
 )
 
 // The webhook routes' secrets; deliveries are signed with them by the test's own code.
@@ -126,7 +128,26 @@ func setup(t *testing.T, seed uint64) *fuzzer {
 		"SVC_WEBHOOK_GITHUB_WORKFLOW": hookWorkflow,
 		"SVC_WEBHOOK_STANDARD_SECRET": stdSecret, "SVC_WEBHOOK_STANDARD_ORG": slug, "SVC_WEBHOOK_STANDARD_WORKFLOW": hookWorkflow,
 	}
+	// The harness leaves the system's Redis keys behind (idempotency records live 24 h):
+	// every key under its prefix is deleted when the test ends. Registered before the
+	// harness's own cleanups, so it runs after them, once the services have stopped.
+	rdb, err := redisx.Open(testkit.RedisURL(t), nil, nil)
+	if err != nil {
+		t.Fatalf("fuzz: redis: %v", err)
+	}
+	var prefix string
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if prefix != "" {
+			iter := rdb.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+			for iter.Next(ctx) {
+				rdb.Del(ctx, iter.Val())
+			}
+		}
+		_ = rdb.Close()
+	})
 	sys := harness.Start(t, harness.Options{Env: env})
+	prefix = sys.RedisPrefix
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	tr := &http.Transport{MaxIdleConnsPerHost: 2 * workers, DisableCompression: true, Proxy: nil}

@@ -123,6 +123,7 @@ type fuzzer struct {
 
 	seq      atomic.Uint64
 	count429 atomic.Int64
+	expected atomic.Int64 // requests with a definite answer from the contract
 
 	mu       sync.Mutex
 	stats    map[string]map[string]int // route → status class → requests
@@ -186,6 +187,9 @@ func TestHTTPFuzz(t *testing.T) {
 // send performs the request and checks the answer; it never fails the test by itself.
 func (f *fuzzer) send(req *request) *result {
 	req.N = f.seq.Add(1)
+	if req.Expect != nil {
+		f.expected.Add(1)
+	}
 	res := f.do(req)
 	f.record(req, res, f.checkResponse(req, res))
 	if f.trace {
@@ -462,8 +466,8 @@ func (f *fuzzer) report(took time.Duration) {
 	classes := []string{"2xx", "3xx", "4xx", "5xx", "error"}
 	totals := map[string]int{}
 	all := 0
-	fmt.Fprintf(&b, "\nHTTP fuzz summary: seed %d, %d requests in %s (%.0f/s), %d rejected requests checked for stored state, %d answers 429\n\n",
-		f.seed, f.seq.Load(), took.Round(time.Second), float64(f.seq.Load())/took.Seconds(), f.rejected, f.count429.Load())
+	fmt.Fprintf(&b, "\nHTTP fuzz summary: seed %d, %d requests in %s (%.0f/s), %d with a definite answer from the contract, %d rejected requests checked for stored state, %d answers 429\n\n",
+		f.seed, f.seq.Load(), took.Round(time.Second), float64(f.seq.Load())/took.Seconds(), f.expected.Load(), f.rejected, f.count429.Load())
 	fmt.Fprintf(&b, "%-48s %7s %7s %7s %7s %7s %7s  %s\n", "route", "total", "2xx", "3xx", "4xx", "5xx", "error", "statuses")
 	for _, route := range sortedKeys(f.stats) {
 		st := f.stats[route]

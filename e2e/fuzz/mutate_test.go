@@ -37,6 +37,19 @@ func svcBody(op *operation) bool { return op.Body != nil && !op.auth() && op.ID 
 
 func guarded(op *operation) bool { return !op.Open }
 
+// boundary is what the JSON boundary (wire.CheckJSON, applied to every JSON body a client
+// sends: web.Decode, identity's decoder, webhook bodies) makes of a value it refuses: 400
+// invalid_body, or VALIDATION_ERROR in the auth layer.
+func boundary(op *operation, why string) *expectation {
+	switch {
+	case svcBody(op):
+		return expect(400, why, "invalid_body")
+	case op.auth() && op.Body != nil:
+		return expect(400, why, "VALIDATION_ERROR")
+	}
+	return nil
+}
+
 func hasParam(op *operation, name string) bool {
 	for _, p := range op.Params {
 		if p.Name == name {
@@ -239,6 +252,10 @@ func mutations() []mutation {
 			s, label := hostileString(r, sch)
 			req.Kind += ":" + label
 			setMember(req, m, marshal(s))
+			if label == "nul" {
+				req.Expect = boundary(req.Op, "a string with U+0000")
+				return
+			}
 			if svcBody(req.Op) {
 				if mx, ok := sch["maxLength"]; ok && utf8.RuneCountInString(s) > intOf(mx, 0) {
 					req.Expect = expect(400, fmt.Sprintf("%s longer than maxLength %v", m, mx), "invalid_body", "invalid_cron")
@@ -259,12 +276,12 @@ func mutations() []mutation {
 			m := member(r, req.Op)
 			req.Kind += ":" + tok
 			setMember(req, m, tok)
-			if svcBody(req.Op) && outOfRange(tok) {
-				req.Expect = expect(400, "a number beyond float64 cannot be held: refused, not stored", "invalid_body")
+			if !numberHeld(tok) {
+				req.Expect = boundary(req.Op, "a number no 64-bit float holds exactly ("+tok+"): refused, not stored")
 			}
 		}},
 		{name: "number-out-of-range", reject: true, applies: svcBody, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
-			tok := anyOf(r, []string{"1e309", "-1e400"})
+			tok := anyOf(r, []string{"1e309", "-1e400", "1e-400", "123456789012345678901234567890", "9007199254740993"})
 			m := member(r, req.Op)
 			if r.IntN(2) == 0 {
 				// Deep inside a member of any JSON (input, payload, params, the event).
@@ -272,38 +289,41 @@ func mutations() []mutation {
 			} else {
 				setMember(req, m, tok)
 			}
-			req.Expect = expect(400, "a number beyond float64 cannot be held: refused, not stored", "invalid_body")
+			req.Expect = expect(400, "a number no 64-bit float holds exactly ("+tok+"): refused, not stored", "invalid_body")
 		}},
 		{name: "deep-nesting", reject: true, applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
-			n := anyOf(r, []int{9999, 10000, 10001, 100000})
+			n := anyOf(r, []int{65, 9999, 10000, 10001, 100000})
 			nest := deepArray
 			if r.IntN(2) == 0 {
 				nest = deepObject
 			}
 			req.Kind += ":" + strconv.Itoa(n)
+			req.Expect = boundary(req.Op, fmt.Sprintf("JSON nested %d levels, past the boundary's %d", n, 64))
 			if r.IntN(3) == 0 {
 				req.Body = []byte(nest(n))
 				req.Header.Set("Content-Type", "application/json")
-				if svcBody(req.Op) && (n > 10000 || nest(1)[0] == '[') {
-					req.Expect = expect(400, "a body nested past any sane depth (or not an object)", "invalid_body")
-				}
 				return
 			}
 			setMember(req, member(r, req.Op), nest(n))
 		}},
-		{name: "duplicate-keys", applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
+		{name: "duplicate-keys", reject: true, applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
 			m := member(r, req.Op)
 			setMember(req, m, marshal(anyJSON(r, 1)))
 			dup := fmt.Sprintf(`{%q:%s,`, m, marshal(anyJSON(r, 1)))
 			req.Body = append([]byte(dup), req.Body[1:]...)
+			req.Expect = boundary(req.Op, "an object with the same member twice")
 		}},
-		{name: "invalid-utf8", applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
+		{name: "invalid-utf8", reject: true, applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
 			setMember(req, member(r, req.Op), "\"bad \xff\xfe\xc0\xaf bytes\"")
+			req.Expect = boundary(req.Op, "a body that is not UTF-8")
 		}},
-		{name: "nul", applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
+		{name: "nul", reject: true, applies: func(op *operation) bool { return op.Body != nil }, resign: true, apply: func(f *fuzzer, r *rand.Rand, req *request) {
 			m := member(r, req.Op)
 			if r.IntN(2) == 0 {
-				setMember(req, m, `"a\u0000b"`) // an escaped NUL: valid JSON that Postgres text cannot hold
+				// An escaped NUL or half a surrogate pair: valid JSON syntax, but Postgres holds
+				// neither, and the second is no character at all.
+				setMember(req, m, anyOf(r, []string{`"a\u0000b"`, `"a\ud800b"`, `"\udfff"`}))
+				req.Expect = boundary(req.Op, "a string with U+0000 or a lone surrogate")
 				return
 			}
 			setMember(req, m, "\"a\x00b\"") // a raw NUL: not JSON
