@@ -333,7 +333,24 @@ func (f *fuzzer) makeFixtures() {
 			f.t.Fatalf("fuzz setup: %s gave no cursor", p)
 		}
 	}
+	// The probe must see what a request stores: inserts (the throwaways) and an update in
+	// place (a rename changes no row count).
+	s0, err := f.probe.snapshot(f.ctx)
+	if err != nil {
+		f.t.Fatalf("fuzz setup: %v", err)
+	}
 	f.refillTrash()
+	s1, _ := f.probe.snapshot(f.ctx)
+	f.api(http.MethodPatch, "/api/workflows/"+x.editable[0], own, map[string]any{"description": "renamed"}, http.StatusOK)
+	s2, _ := f.probe.snapshot(f.ctx)
+	for _, want := range []struct {
+		a, b  snapshot
+		table string
+	}{{s0, s1, `"editor"."workflows"`}, {s0, s1, `"scheduler"."schedules"`}, {s0, s1, `"identity"."api_keys"`}, {s1, s2, `"editor"."workflows"`}} {
+		if want.a[want.table] == want.b[want.table] {
+			f.t.Fatalf("fuzz setup: the state probe did not see a change of %s (tables: %v)", want.table, f.probe.names)
+		}
+	}
 }
 
 // refillTrash makes sure the rejected-only phase has throwaway resources to aim DELETEs at.
