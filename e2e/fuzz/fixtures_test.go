@@ -353,21 +353,33 @@ func (f *fuzzer) makeFixtures() {
 	}
 }
 
-// refillTrash makes sure the rejected-only phase has throwaway resources to aim DELETEs at.
+// refillTrash makes sure the rejected-only phase has throwaway resources to aim DELETEs at
+// (a DELETE that was accepted consumed its id). A failed creation is checked and reported
+// like any request; the phase then aims at missing ids instead.
 func (f *fuzzer) refillTrash() {
 	x := f.fx
 	own := bearer(x.token)
-	for x.count(&x.trashWF) < throwawayFloor {
-		w, _ := f.api(http.MethodPost, "/api/workflows", own, map[string]any{"name": "fz-trash-" + randHex(5)}, http.StatusCreated)
-		x.add(&x.trashWF, str(w, "id"))
-	}
-	for x.count(&x.trashSchedule) < throwawayFloor {
-		s, _ := f.api(http.MethodPost, "/api/schedules", own, map[string]any{"workflowId": x.runnable[0], "cron": "0 0 1 1 *"}, http.StatusCreated)
-		x.add(&x.trashSchedule, str(s, "id"))
-	}
-	for x.count(&x.trashKey) < throwawayFloor {
-		k, _ := f.api(http.MethodPost, "/api/auth/api-key/create", own, map[string]any{"name": "trash"}, http.StatusOK)
-		x.add(&x.trashKey, str(k, "id"))
+	for _, pool := range []struct {
+		list *[]string
+		make func() string
+	}{
+		{&x.trashWF, func() string {
+			return str(f.try(http.MethodPost, "/api/workflows", own, map[string]any{"name": "fz-trash-" + randHex(5)}), "id")
+		}},
+		{&x.trashSchedule, func() string {
+			return str(f.try(http.MethodPost, "/api/schedules", own, map[string]any{"workflowId": x.runnable[0], "cron": "0 0 1 1 *"}), "id")
+		}},
+		{&x.trashKey, func() string {
+			return str(f.try(http.MethodPost, "/api/auth/api-key/create", own, map[string]any{"name": "trash"}), "id")
+		}},
+	} {
+		for x.count(pool.list) < throwawayFloor {
+			id := pool.make()
+			if id == "" {
+				break
+			}
+			x.add(pool.list, id)
+		}
 	}
 }
 
