@@ -41,6 +41,7 @@ func TestChaos(t *testing.T) {
 	}
 
 	t0 := time.Now()
+	built := commit() // the binaries are built from this checkout now
 	s := setup(t, stackOptions{logLevel: "info"})
 	s.schedules(3)
 	t.Logf("set-up (build, private servers, system, user, workflows) took %s", time.Since(t0).Round(time.Second))
@@ -84,7 +85,7 @@ func TestChaos(t *testing.T) {
 		}
 	}
 	v.figures = append([][2]string{
-		{"date, commit", time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", " + commit()},
+		{"date, commit", time.Now().UTC().Format("2006-01-02 15:04 UTC") + ", " + built},
 		{"workload", fmt.Sprintf("%s, %d workers: %s", workEnded.Sub(started).Round(time.Second), workers, strings.Join(scen, ", "))},
 		{"faults injected", fmt.Sprint(len(flog.all()))},
 	}, v.figures...)

@@ -163,6 +163,11 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 				pending++
 			}
 		}
+		// A claimed fire whose dispatch failed is retried by later ticks: wait for those too.
+		var fires int
+		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM scheduler.schedule_fires WHERE status = 'pending'`).Scan(&fires); err == nil {
+			pending += fires
+		}
 		if pending == 0 || time.Now().After(deadline) {
 			break
 		}
@@ -264,6 +269,28 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 	for k := range fires {
 		all[k] = true
 	}
+	// The scheduler's own record of each claimed fire: dispatched, naming the one run.
+	stored := map[string]string{}
+	rows, err := s.db.Query(ctx, `SELECT schedule_id, cutoff, status, coalesce(run_id, ''), coalesce(error, '') FROM scheduler.schedule_fires`)
+	if err != nil {
+		s.t.Errorf("schedule fires: %v", err)
+	} else {
+		for rows.Next() {
+			var sid, status, runID, ferr string
+			var cutoff time.Time
+			if err := rows.Scan(&sid, &cutoff, &status, &runID, &ferr); err != nil {
+				s.t.Errorf("schedule fires: %v", err)
+				break
+			}
+			k := sid + "|" + cutoff.UTC().Format("2006-01-02T15:04:05.000Z")
+			all[k] = true
+			stored[k] = runID
+			if status != "dispatched" {
+				sched.failf("fire %s is %s (error %q): its run was never started", k, status, ferr)
+			}
+		}
+		rows.Close()
+	}
 	for k := range all {
 		sched.checked++
 		runs, named := byCutoff[k], fires[k]
@@ -272,6 +299,8 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 			sched.failf("%s has %d runs %v (ticks named %v)", k, len(runs), runs, named)
 		case len(named) > 1 || (len(named) == 1 && named[0] != runs[0]):
 			sched.failf("%s: ticks named runs %v, the run is %s", k, named, runs[0])
+		case stored[k] != runs[0]:
+			sched.failf("%s: the scheduler recorded run %q, the run is %s", k, stored[k], runs[0])
 		}
 	}
 
