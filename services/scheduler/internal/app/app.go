@@ -44,7 +44,7 @@ func New(repo schedule.Repository, queue schedule.FireQueue, workflows command.W
 		},
 		Queries: Queries{
 			GetSchedule:   query.NewGetScheduleHandler(repo),
-			ListSchedules: query.NewListSchedulesHandler(repo),
+			ListSchedules: query.NewListSchedulesHandler(repo, workflows),
 		},
 	}
 }

@@ -407,7 +407,13 @@ func TestSchedules(t *testing.T) {
 		require.Equal(t, http.StatusOK, r.Status, r.Raw)
 		require.Len(t, items(t, r.Body["items"]), 2)
 		require.Nil(t, r.Body["nextCursor"])
-		r = b.do(t, "GET", "/api/schedules?workflowId=nonsense", nil)
+		// A filter naming no workflow of the organization is not found, never an empty list;
+		// the organization's own workflow without schedules is an empty list.
+		requireError(t, b.do(t, "GET", "/api/schedules?workflowId=nonsense", nil), 404, "not_found")
+		requireError(t, b.do(t, "GET", "/api/schedules?workflowId=", nil), 404, "not_found")
+		requireError(t, b.do(t, "GET", "/api/schedules?workflowId="+wire.NewID(wire.Workflow), nil), 404, "not_found")
+		requireError(t, sys.setup(t).do(t, "GET", "/api/schedules?workflowId="+wf2, nil), 404, "not_found")
+		r = b.do(t, "GET", "/api/schedules?workflowId="+b.workflow(t), nil)
 		require.Equal(t, http.StatusOK, r.Status, r.Raw)
 		require.Empty(t, items(t, r.Body["items"]))
 

@@ -2,17 +2,36 @@ package query
 
 import (
 	"context"
+	"errors"
+	"fmt"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
+
+// Workflows answers whether an organization has a workflow (workflow-editor's internal API).
+type Workflows interface {
+	// Exists reports whether organizationID has the workflow; an error means the editor could
+	// not answer.
+	Exists(ctx context.Context, organizationID, workflowID string) (bool, error)
+}
+
+// ErrUnknownWorkflow is a workflowId filter naming no workflow of the organization: another
+// organization's workflow is not found, never an empty list.
+var ErrUnknownWorkflow = errors.New("no workflow with this id in the organization")
+
+// ErrWorkflowsUnavailable is a filter the editor could not check.
+var ErrWorkflowsUnavailable = errors.New("the workflow editor is unavailable")
 
 // ListSchedules asks for one page of an organization's schedules, newest first, only those of
 // WorkflowID when it is set.
 type ListSchedules struct {
 	OrganizationID string
 	WorkflowID     string
-	After          *schedule.Position
-	Limit          int
+	// Filtered is set when the request named a workflowId, even an empty one.
+	Filtered bool
+	After    *schedule.Position
+	Limit    int
 }
 
 // SchedulePage is one page; Next is set when more follow.
@@ -22,22 +41,42 @@ type SchedulePage struct {
 }
 
 // ListSchedulesHandler handles ListSchedules.
-type ListSchedulesHandler struct{ repo schedule.Repository }
+type ListSchedulesHandler struct {
+	repo      schedule.Repository
+	workflows Workflows
+}
 
 // NewListSchedulesHandler returns the handler.
-func NewListSchedulesHandler(repo schedule.Repository) ListSchedulesHandler {
-	if repo == nil {
-		panic("nil repo")
+func NewListSchedulesHandler(repo schedule.Repository, workflows Workflows) ListSchedulesHandler {
+	if repo == nil || workflows == nil {
+		panic("nil repo or workflows")
 	}
-	return ListSchedulesHandler{repo: repo}
+	return ListSchedulesHandler{repo: repo, workflows: workflows}
 }
 
 // Handle reads one more than the page to know whether another page follows, so the last page
 // says so (nextCursor null) instead of leading to an empty one.
+//
+// Filtered by a workflow the organization has no schedule of, it asks the editor whether the
+// workflow is the organization's at all: ErrUnknownWorkflow when not (a schedule exists only
+// for a workflow its organization had, so a list with items needs no such call).
 func (h ListSchedulesHandler) Handle(ctx context.Context, q ListSchedules) (SchedulePage, error) {
+	filtered := q.WorkflowID != "" || q.Filtered
+	if filtered && !wire.ValidID(wire.Workflow, q.WorkflowID) {
+		return SchedulePage{}, ErrUnknownWorkflow
+	}
 	items, err := h.repo.List(ctx, q.OrganizationID, q.WorkflowID, q.After, q.Limit+1)
 	if err != nil {
 		return SchedulePage{}, err
+	}
+	if filtered && len(items) == 0 && q.After == nil {
+		ok, err := h.workflows.Exists(ctx, q.OrganizationID, q.WorkflowID)
+		if err != nil {
+			return SchedulePage{}, fmt.Errorf("check workflow %s: %w: %w", q.WorkflowID, ErrWorkflowsUnavailable, err)
+		}
+		if !ok {
+			return SchedulePage{}, ErrUnknownWorkflow
+		}
 	}
 	page := SchedulePage{Items: items}
 	if len(items) > q.Limit {

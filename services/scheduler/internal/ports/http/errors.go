@@ -7,6 +7,7 @@ import (
 	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
 	"svc.dev/services/scheduler/internal/app/command"
+	"svc.dev/services/scheduler/internal/app/query"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
 
@@ -21,6 +22,10 @@ func toAppError(err error) *errs.Error {
 	switch {
 	case errors.Is(err, schedule.ErrNotFound):
 		return errs.New(errs.NotFound, err).WithMessage("no schedule with this id in your organization")
+	case errors.Is(err, query.ErrUnknownWorkflow):
+		return errs.New(errs.NotFound, err).WithMessage("your organization has no workflow with this workflowId")
+	case errors.Is(err, query.ErrWorkflowsUnavailable):
+		return errs.New(errs.Unavailable, err).WithMessage("the workflow editor could not be reached to check workflowId; try again")
 	case errors.Is(err, schedule.ErrWorkflowNotFound):
 		return errs.New(errs.WorkflowNotFound, err).WithMessage("your organization has no workflow with this workflowId")
 	case errors.As(err, &cron):
