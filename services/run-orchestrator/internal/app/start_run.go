@@ -12,6 +12,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
@@ -48,7 +49,8 @@ func NewStartRunHandler(catalog WorkflowCatalog, engine Engine) StartRunHandler 
 }
 
 // Handle starts the run, or returns run.ErrWorkflowNotFound, *run.InvalidWorkflowError,
-// *run.InvalidInputError or *DispatchError.
+// *run.InvalidInputError, *UnavailableError (the editor or the store could not answer) or
+// *DispatchError.
 func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, error) {
 	if err := checkKey(cmd.IdempotencyKey); err != nil {
 		return Started{}, err
@@ -57,7 +59,7 @@ func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, err
 		// A redelivery costs no editor call.
 		id, err := h.engine.RunForKey(ctx, cmd.OrganizationID, cmd.IdempotencyKey)
 		if err != nil {
-			return Started{}, &DispatchError{Message: "the run store is unavailable", Err: err}
+			return Started{}, dispatchError("the run store is unavailable; nothing was started", err)
 		}
 		if id != "" {
 			return Started{RunID: id, Deduplicated: true}, nil
@@ -68,7 +70,9 @@ func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, err
 		return Started{}, run.ErrWorkflowNotFound
 	}
 	if err != nil {
-		return Started{}, &DispatchError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
+		// The catalog's errors other than not-found all mean the editor could not answer: a
+		// transient state, 503 like every other peer outage (the chaos suite saw 500s).
+		return Started{}, &UnavailableError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
 	}
 	if len(snap.ValidationErrors) > 0 {
 		return Started{}, &run.InvalidWorkflowError{Errors: snap.ValidationErrors}
@@ -93,9 +97,18 @@ func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, err
 		WorkflowVersion: snap.Version, Definition: snap.Definition, Input: input, Trigger: trigger,
 	}, cmd.IdempotencyKey)
 	if err != nil {
-		return Started{}, &DispatchError{Message: "the run could not be stored; nothing was started", Err: err}
+		return Started{}, dispatchError("the run could not be stored; nothing was started", err)
 	}
 	return Started{RunID: id, Deduplicated: dedup}, nil
+}
+
+// dispatchError is a store failure before anything was stored: *UnavailableError (503) when
+// Postgres could not be reached, else *DispatchError (500 dispatch_failed).
+func dispatchError(msg string, err error) error {
+	if pgdb.Unavailable(err) {
+		return &UnavailableError{Message: msg, Err: err}
+	}
+	return &DispatchError{Message: msg, Err: err}
 }
 
 // checkInput validates input against the trigger block's input_schema, when it has one.

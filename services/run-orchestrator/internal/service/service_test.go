@@ -366,9 +366,10 @@ func TestDispatchWithEditorDown(t *testing.T) {
 	signer, err := internalauth.NewSigner(secret)
 	require.NoError(t, err)
 	b := &testBundle{sys: &system{url: srv.URL, signer: signer}, org: wire.NewID(wire.Organization)}
+	// An editor outage is transient: 503 unavailable, like every peer outage, so clients retry.
 	r := b.do(t, "POST", "/api/workflows/wf_any/run", nil)
-	require.Equal(t, http.StatusInternalServerError, r.Status, r.Raw)
-	require.Equal(t, "dispatch_failed", r.Body["error"])
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, r.Raw)
+	require.Equal(t, "unavailable", r.Body["error"])
 	require.NotEmpty(t, r.Body["message"])
 	require.Empty(t, b.do(t, "GET", "/api/runs", nil).Body["items"], "nothing half-written")
 }
