@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"svc.dev/libs/errs"
+	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
@@ -32,6 +33,9 @@ func toAppError(err error) *errs.Error {
 		return errs.New(errs.InvalidQuery, err).WithMessage(page.Message)
 	case errors.As(err, &public):
 		return public
+	case pgdb.Unavailable(err):
+		// Postgres restarting or unreachable: transient, so 503 (retry), not an internal error.
+		return errs.New(errs.Unavailable, err).WithMessage("the workflow store is unavailable; nothing was changed, try again")
 	default:
 		return errs.New(errs.InternalOnlyLog, err)
 	}
