@@ -120,6 +120,50 @@ func (s *stack) logText(ctx context.Context, id string) string {
 	return b.String()
 }
 
+// engineState is what the database holds about a run's jobs and attempts (River's job rows,
+// the replicas of its attempts and their heartbeats), for the report of a stuck run.
+func (s *stack) engineState(ctx context.Context, id string) string {
+	var b strings.Builder
+	b.WriteString("engine state:")
+	rows, err := s.db.Query(ctx, `SELECT id, state, attempt, max_attempts, scheduled_at, coalesce(attempted_at, 'epoch'),
+			coalesce(array_to_string(attempted_by, ','), ''), coalesce(errors[array_length(errors, 1)]::text, '')
+		FROM orchestrator.river_job WHERE args->>'run_id' = $1 ORDER BY id`, id)
+	if err != nil {
+		return b.String() + " " + err.Error()
+	}
+	for rows.Next() {
+		var jid int64
+		var state, by, lastErr string
+		var attempt, maxAttempts int
+		var scheduled, attempted time.Time
+		if err := rows.Scan(&jid, &state, &attempt, &maxAttempts, &scheduled, &attempted, &by, &lastErr); err != nil {
+			fmt.Fprintf(&b, " %v", err)
+			break
+		}
+		fmt.Fprintf(&b, "\n    river_job %d %s attempt %d/%d scheduled %s attempted %s by %s last error %s", jid, state, attempt, maxAttempts,
+			scheduled.UTC().Format(time.RFC3339Nano), attempted.UTC().Format(time.RFC3339Nano), by, lastErr)
+	}
+	rows.Close()
+	rows, err = s.db.Query(ctx, `SELECT a.block_id, a.attempt, a.status, coalesce(a.replica, ''), coalesce(r.pid, 0), coalesce(r.heartbeat_at, 'epoch')
+		FROM orchestrator.step_attempts a LEFT JOIN orchestrator.replicas r ON r.id = a.replica
+		WHERE a.run_id = $1 AND a.status = 'running'`, id)
+	if err != nil {
+		return b.String() + " " + err.Error()
+	}
+	for rows.Next() {
+		var blk, status, replica string
+		var attempt, pid int
+		var hb time.Time
+		if err := rows.Scan(&blk, &attempt, &status, &replica, &pid, &hb); err != nil {
+			fmt.Fprintf(&b, " %v", err)
+			break
+		}
+		fmt.Fprintf(&b, "\n    attempt %s#%d %s on replica %s (pid %d, heartbeat %s)", blk, attempt, status, replica, pid, hb.UTC().Format(time.RFC3339Nano))
+	}
+	rows.Close()
+	return b.String()
+}
+
 // verify waits for every run to settle (until settle passes) and checks the invariants.
 func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settle time.Duration) *verdict {
 	v := &verdict{final: map[string]map[string]int{}}
@@ -203,7 +247,7 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 			continue // its signal was never accepted: nothing says it must end
 		}
 		if !terminal(status) {
-			stuck.failf("run %s (%s) is %s, want %s: %v\n  %s", id, r.kind, status, r.want, got, s.logText(ctx, id))
+			stuck.failf("run %s (%s) is %s, want %s: %v\n  %s\n  %s", id, r.kind, status, r.want, got, s.logText(ctx, id), s.engineState(ctx, id))
 			continue
 		}
 		if status != r.want {
