@@ -226,6 +226,9 @@ func TestWebhooks(t *testing.T) {
 			{"FutureTimestamp", deliverStandard(t, sys, "billing", "msg_future", now.Add(6*time.Minute), good), http.StatusUnauthorized, "invalid_signature"},
 			{"NumberOutOfRange", deliverStandard(t, sys, "billing", "msg_1e309", now, `{"n":1e309}`), http.StatusBadRequest, "invalid_body"},
 			{"IntegerTooLong", deliverStandard(t, sys, "billing", "msg_bigint", now, `{"n":123456789012345678901234567890}`), http.StatusBadRequest, "invalid_body"},
+			// A signed body of exactly 1 MiB passes the gateway, but the run input built from it
+			// is past what a run takes: final (413), not a 503 a sender would retry forever.
+			{"InputPastTheLimit", deliverStandard(t, sys, "billing", "msg_near_limit", now, `{"x":"`+strings.Repeat("a", 1<<20-8)+`"}`), http.StatusRequestEntityTooLarge, "payload_too_large"},
 			{"DuplicateMember", deliverStandard(t, sys, "billing", "msg_dup", now, `{"type":"a","type":"b"}`), http.StatusBadRequest, "invalid_body"},
 			{"GitHubNoDelivery", send(t, sys, "/api/webhooks/github", "application/json", good,
 				"X-GitHub-Event", "ping", "X-Hub-Signature-256", githubSignature([]byte(good))), http.StatusBadRequest, "webhook_rejected"},

@@ -160,7 +160,37 @@ func AccessLog(log *slog.Logger) Middleware {
 }
 
 // Standard is the chain every service puts in front of its router: request id, tracing,
-// access log, recovery and the body limit.
+// access log, recovery, and the header and body limits.
 func Standard(log *slog.Logger, tel telemetry.Telemetry, service string) []Middleware {
-	return []Middleware{RequestID(), Trace(tel, service), AccessLog(log), Recover(log), BodyLimit(MaxBodyBytes)}
+	return []Middleware{RequestID(), Trace(tel, service), AccessLog(log), Recover(log), HeaderLimit(MaxHeaderBytes), BodyLimit(MaxBodyBytes)}
+}
+
+// MaxHeaderBytes is the most a request's target and headers may take together. The server
+// reads up to maxHeaderRead before net/http itself would refuse with a plain-text 431, so
+// that between the two the answer is this service's JSON one.
+const (
+	MaxHeaderBytes = 64 << 10
+	maxHeaderRead  = 1 << 20
+)
+
+// HeaderLimit refuses a request whose target and headers take more than limit bytes, with
+// 413 payload_too_large (the contract's code for a request too large), and a message that
+// says it is the headers.
+func HeaderLimit(limit int) Middleware {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			n := len(r.Method) + len(r.RequestURI) + len(r.Host)
+			for k, vs := range r.Header {
+				for _, v := range vs {
+					n += len(k) + len(v) + 4 // ": " and CRLF
+				}
+			}
+			if n > limit {
+				WriteJSON(w, http.StatusRequestEntityTooLarge, errs.Newf(errs.PayloadTooLarge,
+					"the request's headers and target take %d bytes; at most %d are read", n, limit).Body())
+				return
+			}
+			next.ServeHTTP(w, r)
+		})
+	}
 }

@@ -31,7 +31,7 @@ func Listen(addr string, h http.Handler, log *slog.Logger, drain time.Duration) 
 			ReadTimeout:       30 * time.Second,
 			WriteTimeout:      60 * time.Second,
 			IdleTimeout:       120 * time.Second,
-			MaxHeaderBytes:    64 << 10,
+			MaxHeaderBytes:    maxHeaderRead, // HeaderLimit answers past MaxHeaderBytes, in JSON
 			ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		},
 		log:      log,

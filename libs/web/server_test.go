@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -62,4 +63,38 @@ func TestServerDrainsOnStop(t *testing.T) {
 	require.NoError(t, a.err)
 	require.Equal(t, "finished", a.body)
 	require.NoError(t, <-served)
+}
+
+// Headers past MaxHeaderBytes are answered with the contract's JSON (413 payload_too_large),
+// not net/http's plain-text 431, up to what the server reads at all.
+func TestServerRefusesLargeHeadersInJSON(t *testing.T) {
+	t.Parallel()
+	h := web.Chain(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") }),
+		web.HeaderLimit(web.MaxHeaderBytes))
+	srv, err := web.Listen("127.0.0.1:0", h, slog.New(slog.DiscardHandler), time.Second)
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	go func() { _ = srv.Serve(ctx) }()
+
+	send := func(pad int) (*http.Response, string) {
+		req, err := http.NewRequest(http.MethodGet, "http://"+srv.Addr()+"/", nil)
+		require.NoError(t, err)
+		req.Header.Set("X-Pad", strings.Repeat("p", pad))
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp, string(b)
+	}
+	resp, body := send(60 << 10)
+	require.Equal(t, http.StatusOK, resp.StatusCode, body)
+	resp, body = send(70 << 10)
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
+	require.Equal(t, "application/json", resp.Header.Get("Content-Type"))
+	require.Contains(t, body, `"error":"payload_too_large"`)
+	require.Contains(t, body, "headers")
+	resp, body = send(900 << 10)
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, body)
 }

@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // PageRule is the limit rule of one list endpoint.
@@ -57,6 +60,18 @@ type cursor struct {
 	P []string `json:"p"`
 }
 
+// plainText reports whether a cursor's position is what EncodeCursor writes: short UTF-8
+// text without control characters. Cursors are not signed, so a forged one may hold anything;
+// a NUL or a byte that is not UTF-8 would reach Postgres as a query parameter it refuses.
+func plainText(position []string) bool {
+	for _, v := range position {
+		if len(v) > 200 || !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+			return false
+		}
+	}
+	return true
+}
+
 // EncodeCursor makes the opaque cursor that resumes rule's list after position.
 func (rule PageRule) EncodeCursor(position ...string) string {
 	b, _ := json.Marshal(cursor{K: rule.Kind, S: rule.scope, P: position}) // strings always marshal
@@ -77,7 +92,7 @@ func (rule PageRule) ParsePage(q url.Values) (Page, error) {
 	if raw, ok := q["after"]; ok {
 		b, err := base64.RawURLEncoding.DecodeString(raw[0])
 		var c cursor
-		if err != nil || json.Unmarshal(b, &c) != nil || c.K != rule.Kind || c.S != rule.scope || len(c.P) == 0 {
+		if err != nil || json.Unmarshal(b, &c) != nil || c.K != rule.Kind || c.S != rule.scope || len(c.P) == 0 || !plainText(c.P) {
 			return Page{}, &PageError{Message: "after must be a nextCursor returned by this list"}
 		}
 		p.After = c.P

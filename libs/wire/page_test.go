@@ -50,3 +50,19 @@ func TestPageScope(t *testing.T) {
 		require.Less(t, len(c), 80, "cursors stay short: %s", c)
 	})
 }
+
+// TestPageForgedPosition: cursors are not signed, so a forged one may carry any position; one
+// that EncodeCursor could not have written (NUL or other control characters, very long) is
+// refused as a bad query rather than reaching the database (it was a 500).
+func TestPageForgedPosition(t *testing.T) {
+	t.Parallel()
+	rule := wire.ListRule("runs")
+	for _, pos := range [][]string{{"\x00", "\x00"}, {"2026-01-01T00:00:00Z", "run_\t1"}, {string(make([]byte, 201))}} {
+		_, err := rule.ParsePage(url.Values{"after": {rule.EncodeCursor(pos...)}})
+		var pe *wire.PageError
+		require.ErrorAs(t, err, &pe, "%q", pos)
+	}
+	p, err := rule.ParsePage(url.Values{"after": {rule.EncodeCursor("2026-01-01T00:00:00.123Z", "run_01")}})
+	require.NoError(t, err)
+	require.Equal(t, []string{"2026-01-01T00:00:00.123Z", "run_01"}, p.After)
+}

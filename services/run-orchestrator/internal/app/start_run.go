@@ -55,6 +55,9 @@ func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, err
 	if err := checkKey(cmd.IdempotencyKey); err != nil {
 		return Started{}, err
 	}
+	if !plainID(cmd.Workflow.ID) || !plainID(cmd.Workflow.Name) {
+		return Started{}, run.ErrWorkflowNotFound // no workflow has such an id; the editor is not asked
+	}
 	if cmd.IdempotencyKey != "" {
 		// A redelivery costs no editor call.
 		id, err := h.engine.RunForKey(ctx, cmd.OrganizationID, cmd.IdempotencyKey)
@@ -159,6 +162,12 @@ func checkKey(key string) error {
 			Message: "the idempotency key must be UTF-8 text without control characters"}}}
 	}
 	return nil
+}
+
+// plainID reports whether id (or a name) could be a workflow's: UTF-8 text without control characters
+// (a path may carry %FF or %00, which the editor's internal API cannot even be sent).
+func plainID(id string) bool {
+	return utf8.ValidString(id) && !strings.ContainsFunc(id, unicode.IsControl) && len(id) <= 1000
 }
 
 // validateInput checks input against the JSON boundary's rules (wire.CheckJSON: callers of

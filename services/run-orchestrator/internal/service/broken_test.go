@@ -189,6 +189,12 @@ func TestJSONBoundary(t *testing.T) {
 	require.Equal(t, http.StatusBadRequest, r.Status, r.Raw)
 	require.Equal(t, "/idempotencyKey", r.Body["issues"].([]any)[0].(map[string]any)["path"], r.Raw)
 
+	// A workflow id that is no text (a path may carry %FF or %00) is not found.
+	for _, path := range []string{"/api/workflows/%FF%FE/run", "/api/workflows/%00/run", "/api/workflows/%C0%AF/run"} {
+		r := b.do(t, "POST", path, nil)
+		require.Equal(t, http.StatusNotFound, r.Status, "%s: %s", path, r.Raw)
+	}
+
 	// Nothing reached the run: it still waits, and its signal is not consumed.
 	got := b.do(t, "GET", "/api/runs/"+id, nil)
 	require.Equal(t, "waiting", got.Body["status"], got.Raw)

@@ -104,6 +104,12 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	if err != nil {
 		return Accepted{}, fmt.Errorf("encode trigger: %w", err)
 	}
+	// The start travels to the orchestrator as one request under the same 1 MiB limit as any
+	// request body: a delivery near the gateway's limit makes an input past it, which no
+	// redelivery can fix (so not a 503 a sender would retry forever).
+	if n := len(raw) + len(trigger) + len(dedupeKey) + len(r.WorkflowName) + len(orgID) + startRunOverhead; n > MaxStartBytes {
+		return Accepted{}, &InputTooLargeError{Size: len(raw), Max: MaxStartBytes - startRunOverhead - len(trigger) - len(dedupeKey) - len(r.WorkflowName) - len(orgID)}
+	}
 	started, err := h.runs.StartRun(ctx, StartRun{
 		OrganizationID: orgID, WorkflowName: r.WorkflowName, Input: raw,
 		IdempotencyKey: dedupeKey, Trigger: trigger,

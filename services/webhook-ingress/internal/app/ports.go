@@ -7,6 +7,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 )
 
@@ -62,6 +63,20 @@ var ErrOrganizationNotFound = errors.New("organization not found")
 type DispatchRejectedError struct{ Code, Message string }
 
 func (e *DispatchRejectedError) Error() string { return "run rejected: " + e.Code + ": " + e.Message }
+
+// MaxStartBytes is the largest start request the orchestrator reads (the body limit of every
+// service, libs/web.MaxBodyBytes); startRunOverhead bounds the request's own encoding.
+const (
+	MaxStartBytes    = 1 << 20
+	startRunOverhead = 1 << 10
+)
+
+// InputTooLargeError is a run input too large to start a run with.
+type InputTooLargeError struct{ Size, Max int }
+
+func (e *InputTooLargeError) Error() string {
+	return fmt.Sprintf("the run input built from this delivery is %d bytes; a run takes at most %d", e.Size, e.Max)
+}
 
 // UnavailableError is a peer that could not answer; nothing was started and a redelivery may
 // succeed.

@@ -20,6 +20,7 @@ func toAppError(err error) *errs.Error {
 		invalid  *app.InvalidInputError
 		refused  *app.DispatchRejectedError
 		down     *app.UnavailableError
+		tooLarge *app.InputTooLargeError
 	)
 	switch {
 	case errors.As(err, &sig):
@@ -39,6 +40,8 @@ func toAppError(err error) *errs.Error {
 		default:
 			return errs.New(errs.WebhookRejected, err).WithMessage(refused.Message)
 		}
+	case errors.As(err, &tooLarge):
+		return errs.New(errs.PayloadTooLarge, err).WithMessage(tooLarge.Error())
 	case errors.As(err, &down):
 		return errs.New(errs.Unavailable, err).WithMessage("runs cannot be started right now; nothing was started, deliver again later")
 	case errors.As(err, &public):

@@ -31,6 +31,7 @@ func TestToAppError(t *testing.T) {
 		{&app.DispatchRejectedError{Code: "invalid_body", Message: "input_schema"}, http.StatusBadRequest, errs.InvalidBody},
 		{&app.DispatchRejectedError{Code: "something_new", Message: "?"}, http.StatusBadRequest, errs.WebhookRejected},
 		{&app.UnavailableError{Peer: "run-orchestrator", Err: errors.New("refused")}, http.StatusServiceUnavailable, errs.Unavailable},
+		{&app.InputTooLargeError{Size: 1 << 20, Max: 1<<20 - 2000}, http.StatusRequestEntityTooLarge, errs.PayloadTooLarge},
 		{&app.UnavailableError{Peer: "identity", Err: errors.New("refused")}, http.StatusServiceUnavailable, errs.Unavailable},
 		{errs.Newf(errs.PayloadTooLarge, "too large"), http.StatusRequestEntityTooLarge, errs.PayloadTooLarge},
 		{errors.New("a bug"), http.StatusInternalServerError, errs.InternalOnlyLog},
