@@ -186,7 +186,17 @@ func (b *Base) Handler(routes Routes) http.Handler {
 		}
 		guarded.ServeHTTP(w, r)
 	}))
-	return web.Chain(mux, web.Standard(b.Log, b.Tel, b.Name)...)
+	publicLimit, rpcLimit := web.BodyLimit(web.MaxBodyBytes), web.BodyLimit(web.MaxRPCBodyBytes)
+	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		for prefix := range routes.RPC {
+			if strings.HasPrefix(r.URL.Path, prefix) {
+				rpcLimit(mux).ServeHTTP(w, r)
+				return
+			}
+		}
+		publicLimit(mux).ServeHTTP(w, r)
+	})
+	return web.Chain(limited, web.Edge(b.Log, b.Tel, b.Name)...)
 }
 
 // Serve listens on addr and serves h until ctx is done, then drains.

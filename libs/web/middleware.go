@@ -18,6 +18,11 @@ import (
 // MaxBodyBytes is the largest request body any public route accepts (contract §0).
 const MaxBodyBytes = 1 << 20
 
+// MaxRPCBodyBytes is the largest request body of an internal RPC: a webhook's run input is a
+// delivery of up to MaxBodyBytes wrapped in a few members, and a batch of schedule fires
+// carries many inputs.
+const MaxRPCBodyBytes = 16 << 20
+
 // RequestIDHeader carries the request id in both directions.
 const RequestIDHeader = "X-Request-Id"
 
@@ -162,7 +167,14 @@ func AccessLog(log *slog.Logger) Middleware {
 // Standard is the chain every service puts in front of its router: request id, tracing,
 // access log, recovery, and the header and body limits.
 func Standard(log *slog.Logger, tel telemetry.Telemetry, service string) []Middleware {
-	return []Middleware{RequestID(), Trace(tel, service), AccessLog(log), Recover(log), HeaderLimit(MaxHeaderBytes), BodyLimit(MaxBodyBytes)}
+	return append(Edge(log, tel, service), BodyLimit(MaxBodyBytes))
+}
+
+// Edge is Standard without the body limit, for a server that sets it per route: a service's
+// internal RPCs (MaxRPCBodyBytes) carry what a public request brought plus their own members,
+// so the public limit would refuse a request the gateway let through.
+func Edge(log *slog.Logger, tel telemetry.Telemetry, service string) []Middleware {
+	return []Middleware{RequestID(), Trace(tel, service), AccessLog(log), Recover(log), HeaderLimit(MaxHeaderBytes)}
 }
 
 // MaxHeaderBytes is the most a request's target and headers may take together. The server

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"svc.dev/libs/web"
 	"time"
 )
 
@@ -64,10 +65,12 @@ type DispatchRejectedError struct{ Code, Message string }
 
 func (e *DispatchRejectedError) Error() string { return "run rejected: " + e.Code + ": " + e.Message }
 
-// MaxStartBytes is the largest start request the orchestrator reads (the body limit of every
-// service, libs/web.MaxBodyBytes); startRunOverhead bounds the request's own encoding.
+// MaxStartBytes is the largest start request the orchestrator reads (its internal RPCs'
+// body limit, libs/web.MaxRPCBodyBytes); startRunOverhead bounds the request's own encoding.
+// A delivery within the gateway's 1 MiB always fits; a route whose FromRequest builds a larger
+// input than that is refused, for good, with 413.
 const (
-	MaxStartBytes    = 1 << 20
+	MaxStartBytes    = web.MaxRPCBodyBytes
 	startRunOverhead = 1 << 10
 )
 
