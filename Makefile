@@ -39,6 +39,10 @@ e2e: ## black-box tests of the whole system through the gateway
 fuzz: ## HTTP fuzzing of every public route, full length (SVC_FUZZ_REQUESTS, default 50000); a short run is part of make test
 	SVC_FUZZ_REQUESTS=$${SVC_FUZZ_REQUESTS:-50000} $(GOTESTSUM) -- -count=1 -timeout 90m -run 'TestHTTPFuzz' svc.dev/e2e/fuzz
 
+.PHONY: fuzz/native
+fuzz/native: ## every Go native fuzz target (parsers of untrusted input), SVC_FUZZ_NATIVE_TIME each (default 20s)
+	tools/fuzz-native.sh
+
 .PHONY: chaos
 chaos: ## chaos suite, full length (SVC_CHAOS_DURATION, default 10m); a 60-90 s run is part of make test
 	SVC_CHAOS_DURATION=$${SVC_CHAOS_DURATION:-10m} $(GOTESTSUM) -- -count=1 -timeout 90m -v -run 'TestChaos' svc.dev/e2e/chaos
