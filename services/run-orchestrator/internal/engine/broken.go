@@ -121,6 +121,46 @@ func inputError(raw []byte, err error) error {
 	return fmt.Errorf("run input: %w", err)
 }
 
+// reclaim is a job's later try taking back the blocks its earlier try held: that try ended
+// mid-step (its transaction failed: Postgres restarted, the connection was cut) with the
+// block still running, and no one else would ever move it on (the sweeper only takes the
+// work of dead replicas, and this one is alive). The attempt in flight is recorded lost, as a
+// dead replica's is (its connector may have run), and the block goes back to pending; one
+// that reached the cap of attempts of any kind fails the run. The caller saves the run.
+func (e *Engine) reclaim(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs], l *loaded) error {
+	var stopped string
+	for id, bs := range l.state.Blocks {
+		if bs.Status != run.BlockRunning || bs.Job != job.ID {
+			continue
+		}
+		rows, err := tx.Query(ctx, `SELECT id FROM step_attempts WHERE run_id = $1 AND block_id = $2 AND status = 'running'`, l.id, id)
+		if err != nil {
+			return fmt.Errorf("running attempts of %s: %w", id, err)
+		}
+		attempts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			return err
+		}
+		for _, a := range attempts {
+			bs.Lost++
+			if err := e.endAttempt(ctx, tx, l, a, "lost", nil, map[string]any{"code": lostCode,
+				"message": fmt.Sprintf("the try of job %d that ran this attempt failed before recording its result (try %d of the job took the block back)", job.ID, job.Attempt)}); err != nil {
+				return err
+			}
+			e.log.Warn("attempt lost: its job's try failed mid-step", "run_id", l.id, "block_id", id, "attempt_id", a, "job_id", job.ID)
+		}
+		bs.Status = run.BlockPending
+		if bs.Attempts >= maxAttemptsAnyKind {
+			bs.Status, stopped = run.BlockFailed, id
+		}
+	}
+	if stopped != "" {
+		msg := fmt.Sprintf("step stopped after %d attempts (the last was lost: its job's try failed mid-step)", maxAttemptsAnyKind)
+		return e.finish(ctx, tx, l, run.StatusFailed, map[string]any{"block_id": stopped, "message": msg})
+	}
+	return nil
+}
+
 // readable is the message a run's reader gets for cause.
 func readable(cause error) string {
 	var broken *brokenRunError

@@ -272,6 +272,14 @@ func (e *Engine) drive(ctx context.Context, job *river.Job[runArgs]) (err error)
 		if l.status.Terminal() {
 			return e.complete(ctx, tx, job)
 		}
+		if job.Attempt > 1 {
+			if err := e.reclaim(ctx, tx, job, l); err != nil {
+				return err
+			}
+			if l.status.Terminal() {
+				return e.complete(ctx, tx, job)
+			}
+		}
 		var err error
 		st, err = e.proceed(ctx, tx, job, l, c)
 		return err
@@ -391,7 +399,7 @@ func (e *Engine) proceed(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]
 	}
 	block, _ := l.def.Block(ready[0])
 	bs := l.state.Block(block.ID)
-	bs.Status = run.BlockRunning
+	bs.Status, bs.Job = run.BlockRunning, job.ID
 	l.status = run.StatusRunning
 	st := e.prepare(l, c, block, bs.Attempts+1)
 	if err := e.beginAttempt(ctx, tx, l, st); err != nil {

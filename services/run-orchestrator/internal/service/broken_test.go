@@ -3,6 +3,8 @@ package service_test
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -200,4 +202,49 @@ func TestJSONBoundary(t *testing.T) {
 	require.Equal(t, "waiting", got.Body["status"], got.Raw)
 	list := b.do(t, "GET", "/api/workflows/wf_wait/runs", nil)
 	require.Len(t, list.Body["items"], 1, "no refused start stored a run")
+}
+
+// TestJobTryFailingMidStepIsReclaimed: a job's try that fails after its attempt row committed
+// (here the result's transaction fails once; in the chaos suite Postgres restarted) leaves the
+// block running on a live replica, which no sweeper takes. The job's next try records that
+// attempt lost and runs the block again; the run completes (it stayed running for good).
+func TestJobTryFailingMidStepIsReclaimed(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	sink := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		calls.Add(1)
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(sink.Close)
+	sys := startWith(t, allowPrivate)
+	pool := db(t, sys.dbURL)
+	// The first result recorded for block "step" fails inside Postgres; a sequence is not
+	// rolled back with the transaction, so only the first one does.
+	_, err := pool.Exec(t.Context(), `
+		CREATE SEQUENCE orchestrator.fail_once;
+		CREATE FUNCTION orchestrator.fail_once() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN
+			IF NEW.block_id = 'step' AND NEW.status <> 'running' AND nextval('orchestrator.fail_once') = 1 THEN
+				RAISE EXCEPTION 'injected: the result transaction fails';
+			END IF;
+			RETURN NEW;
+		END $$;
+		CREATE TRIGGER fail_once BEFORE UPDATE ON orchestrator.step_attempts FOR EACH ROW EXECUTE FUNCTION orchestrator.fail_once();`)
+	require.NoError(t, err)
+	b := sys.setup(t)
+	b.workflow(t, "wf_once", 1, def([]string{manual,
+		`{"block_id":"step","type":"http.request","params":{"method":"GET","url":"` + sink.URL + `"}}`,
+		`{"block_id":"after","type":"log","params":{"message":"{{ steps.step.output.status }}"}}`,
+	}, edge("start", "step"), edge("step", "after")))
+
+	id := b.startRun(t, "wf_once", nil)
+	got := b.waitStatus(t, id, "completed")
+	require.Equal(t, map[string]any{"after": map[string]any{"message": "200"}}, got["output"])
+	steps := blockLogs(b.logs(t, id), "step")
+	require.Len(t, steps, 2, "the lost attempt and the one that ran again")
+	require.Equal(t, "lost", steps[0]["status"])
+	require.Equal(t, "lost", steps[0]["error"].(map[string]any)["code"])
+	require.Equal(t, "succeeded", steps[1]["status"])
+	require.EqualValues(t, 2, calls.Load(), "at least once: the lost attempt's call, then the one recorded")
 }

@@ -33,6 +33,9 @@ type BlockState struct {
 	// connector's max_attempts (contract §3), Attempts (every kind) does against the cap of 10.
 	Lost   int             `json:"lost,omitempty"`
 	Output json.RawMessage `json:"output,omitempty"`
+	// Job is the River job whose worker holds the block while it is running: a later try of
+	// that same job finds the block still running only when its earlier try ended mid-step.
+	Job int64 `json:"job,omitempty"`
 }
 
 // State is the interpreter state stored with the run (runs.state): one entry per block that

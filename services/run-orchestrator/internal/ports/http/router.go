@@ -159,8 +159,8 @@ func (s server) logs(w http.ResponseWriter, r *http.Request) error {
 	}
 	items, err := s.h.Runs.Reader().Logs(r.Context(), org(r), id, after, page.Limit)
 	if err != nil {
-		if toAppError(err).Code == errs.NotFound {
-			return err
+		if code := toAppError(err).Code; code == errs.NotFound || code == errs.Unavailable {
+			return err // a store that cannot be reached is 503, as on every route here
 		}
 		return errs.New(errs.LogsFailed, err).WithMessage("the logs could not be read; try again")
 	}
