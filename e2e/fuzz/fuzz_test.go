@@ -68,7 +68,14 @@ type result struct {
 	Body   []byte
 	Err    error
 	Took   time.Duration
+	// Size is the whole body's length; Body keeps its first maxRead bytes. A list of 500 runs
+	// whose inputs are near 1 MiB each is legitimately hundreds of MiB: such a body is read to
+	// its end but not parsed.
+	Size int64
 }
+
+// maxRead is how much of a body the fuzzer keeps and checks.
+const maxRead = 8 << 20
 
 // route is the operation's name in the summary, or what the path was.
 func (r *request) route() string {
@@ -233,7 +240,12 @@ func (f *fuzzer) do(req *request) *result {
 	if err == nil {
 		res.Status = resp.StatusCode
 		res.Header = resp.Header
-		res.Body, res.Err = io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+		res.Body, res.Err = io.ReadAll(io.LimitReader(resp.Body, maxRead))
+		res.Size = int64(len(res.Body))
+		if res.Err == nil && res.Size == maxRead {
+			rest, err := io.Copy(io.Discard, resp.Body)
+			res.Size, res.Err = res.Size+rest, err
+		}
 		resp.Body.Close()
 	}
 	res.Took = time.Since(start)
