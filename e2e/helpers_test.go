@@ -2,11 +2,12 @@ package e2e
 
 import (
 	"encoding/json"
-	"net"
 	"net/url"
 	"os"
 	"strings"
 	"testing"
+
+	"svc.dev/e2e/harness"
 )
 
 // environ is the test's environment without settings that would point a service elsewhere.
@@ -20,14 +21,11 @@ func environ() []string {
 	return out
 }
 
+// listenAddr is an address for a process the test starts (see harness.FreeAddr: a port a
+// parallel test or an outbound connection cannot take in between).
 func listenAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return harness.FreeAddr(t)
 }
 
 func hostPort(t *testing.T, raw string) string {

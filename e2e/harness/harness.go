@@ -514,12 +514,7 @@ func (s *syncBuffer) String() string {
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatalf("harness: free port: %v", err)
-	}
-	defer ln.Close()
-	return ln.Addr().String()
+	return FreeAddr(t)
 }
 
 func randomHex(n int) string {
