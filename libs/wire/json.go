@@ -58,18 +58,7 @@ func CheckJSON(raw []byte) *JSONError {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var stack []jsonFrame
-	pointer := func(extra ...any) string {
-		tokens := make([]any, 0, len(stack)+len(extra))
-		for _, f := range stack {
-			switch {
-			case f.array:
-				tokens = append(tokens, f.index)
-			case !f.expectKey: // between members, an object's pointer is its own
-				tokens = append(tokens, f.key)
-			}
-		}
-		return Pointer(append(tokens, extra...)...)
-	}
+	pointer := func(extra ...any) string { return framePointer(stack, extra...) }
 	for {
 		tok, err := dec.Token()
 		if errors.Is(err, io.EOF) || err != nil {
@@ -119,6 +108,21 @@ type jsonFrame struct {
 	key       string
 	expectKey bool
 	seen      map[string]struct{}
+}
+
+// framePointer is the JSON Pointer of where a walk stands (and of extra below it). Between
+// members, an object's pointer is its own.
+func framePointer(stack []jsonFrame, extra ...any) string {
+	tokens := make([]any, 0, len(stack)+len(extra))
+	for _, f := range stack {
+		switch {
+		case f.array:
+			tokens = append(tokens, f.index)
+		case !f.expectKey:
+			tokens = append(tokens, f.key)
+		}
+	}
+	return Pointer(append(tokens, extra...)...)
 }
 
 // endValue moves the enclosing container on after one of its values ended.
@@ -256,17 +260,7 @@ func stringEnd(raw []byte, off int) int64 {
 // parsed.
 func PointerAt(raw []byte, offset int64) string {
 	var stack []jsonFrame
-	path := func() string {
-		tokens := make([]any, len(stack))
-		for i, f := range stack {
-			if f.array {
-				tokens[i] = f.index
-			} else {
-				tokens[i] = f.key
-			}
-		}
-		return Pointer(tokens...)
-	}
+	path := func() string { return framePointer(stack) }
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	best := ""
 	for {
