@@ -133,7 +133,9 @@ func (s *Server) writeAuthError(w http.ResponseWriter, r *http.Request, err erro
 			secs = 1
 		}
 		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-		body["retryAfterMs"] = e.RetryAfter.Milliseconds()
+		// Rounded up, and at least 1: a wait under a millisecond (the window is about to
+		// reopen) is not "retry now" (found by the HTTP fuzzer: retryAfterMs 0).
+		body["retryAfterMs"] = max(int64((e.RetryAfter+time.Millisecond-1)/time.Millisecond), 1)
 	}
 	writeJSON(w, e.Status, body)
 }
