@@ -3,9 +3,7 @@ package wire
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -55,66 +53,82 @@ func CheckJSON(raw []byte) *JSONError {
 	if off, msg := badEscape(raw); msg != "" {
 		return &JSONError{Pointer: PointerAt(raw, stringEnd(raw, off)), Message: msg}
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var stack []jsonFrame
-	pointer := func(extra ...any) string { return framePointer(stack, extra...) }
+	w := newWalker(raw)
+	w.dec.UseNumber()
 	for {
-		tok, err := dec.Token()
-		if errors.Is(err, io.EOF) || err != nil {
+		tok, name, err := w.next()
+		if err != nil {
 			return nil // the end, or a syntax error for the decoder to report
 		}
-		top := len(stack) - 1
-		if top >= 0 && !stack[top].array && stack[top].expectKey {
-			if k, ok := tok.(string); ok {
-				if _, dup := stack[top].seen[k]; dup {
-					return &JSONError{Pointer: pointer(k), Message: fmt.Sprintf("member %q appears more than once in this object; send it once", k)}
-				}
-				stack[top].seen[k] = struct{}{}
-				stack[top].key = k
-				stack[top].expectKey = false
-				continue
+		if name {
+			k, f := tok.(string), &w.stack[len(w.stack)-1]
+			if _, dup := f.seen[k]; dup {
+				return &JSONError{Pointer: w.pointer(), Message: fmt.Sprintf("member %q appears more than once in this object; send it once", k)}
 			}
-		}
-		switch tok {
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:top]
-			endValue(stack)
-			continue
-		case json.Delim('{'), json.Delim('['):
-			if len(stack) >= MaxJSONDepth {
-				return &JSONError{Pointer: pointer(), Message: fmt.Sprintf("JSON nests more than %d levels of objects and arrays here; flatten it", MaxJSONDepth)}
+			if f.seen == nil {
+				f.seen = map[string]struct{}{}
 			}
-			if tok == json.Delim('{') {
-				stack = append(stack, jsonFrame{expectKey: true, seen: map[string]struct{}{}})
-			} else {
-				stack = append(stack, jsonFrame{array: true})
-			}
+			f.seen[k] = struct{}{}
 			continue
 		}
-		if n, ok := tok.(json.Number); ok {
-			if msg := checkNumber(string(n)); msg != "" {
-				return &JSONError{Pointer: pointer(), Message: msg}
+		switch tok := tok.(type) {
+		case json.Delim:
+			if (tok == '{' || tok == '[') && len(w.stack) >= MaxJSONDepth {
+				return &JSONError{Pointer: w.pointer(), Message: fmt.Sprintf("JSON nests more than %d levels of objects and arrays here; flatten it", MaxJSONDepth)}
+			}
+		case json.Number:
+			if msg := checkNumber(string(tok)); msg != "" {
+				return &JSONError{Pointer: w.pointer(), Message: msg}
 			}
 		}
-		endValue(stack)
+		w.step(tok)
 	}
 }
 
-// jsonFrame is one open object or array while CheckJSON walks a value.
-type jsonFrame struct {
-	array     bool
-	index     int
-	key       string
-	expectKey bool
-	seen      map[string]struct{}
+// walker reads a JSON value token by token and knows where it stands: CheckJSON and
+// PointerAt walk the same way and name places the same way.
+type walker struct {
+	dec   *json.Decoder
+	stack []jsonFrame
 }
 
-// framePointer is the JSON Pointer of where a walk stands (and of extra below it). Between
-// members, an object's pointer is its own.
-func framePointer(stack []jsonFrame, extra ...any) string {
-	tokens := make([]any, 0, len(stack)+len(extra))
-	for _, f := range stack {
+func newWalker(raw []byte) *walker { return &walker{dec: json.NewDecoder(bytes.NewReader(raw))} }
+
+// next reads a token. A member name is recorded at once (name is true); the walk stands at
+// any other token until step moves past it.
+func (w *walker) next() (tok json.Token, name bool, err error) {
+	if tok, err = w.dec.Token(); err != nil {
+		return nil, false, err
+	}
+	if n := len(w.stack); n > 0 && !w.stack[n-1].array && w.stack[n-1].expectKey {
+		if k, ok := tok.(string); ok {
+			w.stack[n-1].key, w.stack[n-1].expectKey = k, false
+			return tok, true, nil
+		}
+	}
+	return tok, false, nil
+}
+
+// step moves past tok, a token next returned that is not a member name.
+func (w *walker) step(tok json.Token) {
+	switch tok {
+	case json.Delim('}'), json.Delim(']'):
+		w.stack = w.stack[:len(w.stack)-1]
+		endValue(w.stack)
+	case json.Delim('{'):
+		w.stack = append(w.stack, jsonFrame{expectKey: true})
+	case json.Delim('['):
+		w.stack = append(w.stack, jsonFrame{array: true})
+	default:
+		endValue(w.stack)
+	}
+}
+
+// pointer is the JSON Pointer of where the walk stands. Between members, an object's pointer
+// is its own.
+func (w *walker) pointer() string {
+	tokens := make([]any, 0, len(w.stack))
+	for _, f := range w.stack {
 		switch {
 		case f.array:
 			tokens = append(tokens, f.index)
@@ -122,7 +136,16 @@ func framePointer(stack []jsonFrame, extra ...any) string {
 			tokens = append(tokens, f.key)
 		}
 	}
-	return Pointer(append(tokens, extra...)...)
+	return Pointer(tokens...)
+}
+
+// jsonFrame is one open object or array of a walk; seen (CheckJSON's) holds an object's member names.
+type jsonFrame struct {
+	array     bool
+	index     int
+	key       string
+	expectKey bool
+	seen      map[string]struct{}
 }
 
 // endValue moves the enclosing container on after one of its values ended.
@@ -259,37 +282,19 @@ func stringEnd(raw []byte, off int) int64 {
 // client needs to find the bad element). Bytes past a syntax error give the last value that
 // parsed.
 func PointerAt(raw []byte, offset int64) string {
-	var stack []jsonFrame
-	path := func() string { return framePointer(stack) }
-	dec := json.NewDecoder(bytes.NewReader(raw))
+	w := newWalker(raw)
 	best := ""
 	for {
-		tok, err := dec.Token()
-		if err != nil || dec.InputOffset() > offset {
+		tok, name, err := w.next()
+		if err != nil || w.dec.InputOffset() > offset {
 			return best
 		}
-		top := len(stack) - 1
-		if top >= 0 && !stack[top].array && stack[top].expectKey {
-			if k, ok := tok.(string); ok {
-				stack[top].key = k
-				stack[top].expectKey = false
-				continue
-			}
-		}
-		switch tok {
-		case json.Delim('}'), json.Delim(']'):
-			stack = stack[:top]
-			endValue(stack)
+		if name {
 			continue
 		}
-		best = path()
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, jsonFrame{expectKey: true})
-		case json.Delim('['):
-			stack = append(stack, jsonFrame{array: true})
-		default:
-			endValue(stack)
+		if tok != json.Delim('}') && tok != json.Delim(']') {
+			best = w.pointer()
 		}
+		w.step(tok)
 	}
 }
