@@ -60,12 +60,18 @@ type cursor struct {
 	P []string `json:"p"`
 }
 
-// plainText reports whether a cursor's position is what EncodeCursor writes: short UTF-8
-// text without control characters. Cursors are not signed, so a forged one may hold anything;
-// a NUL or a byte that is not UTF-8 would reach Postgres as a query parameter it refuses.
-func plainText(position []string) bool {
+// PlainText reports whether s is UTF-8 text without control characters: what an id, a key or
+// a name a client sends must be before it reaches Postgres, which refuses NUL and bytes that
+// are not UTF-8 in text (a header, a path or a forged cursor may carry any byte).
+func PlainText(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, unicode.IsControl)
+}
+
+// plainPosition reports whether a cursor's position is what EncodeCursor writes: short plain
+// text. Cursors are not signed, so a forged one may hold anything.
+func plainPosition(position []string) bool {
 	for _, v := range position {
-		if len(v) > 200 || !utf8.ValidString(v) || strings.ContainsFunc(v, unicode.IsControl) {
+		if len(v) > 200 || !PlainText(v) {
 			return false
 		}
 	}
@@ -92,7 +98,7 @@ func (rule PageRule) ParsePage(q url.Values) (Page, error) {
 	if raw, ok := q["after"]; ok {
 		b, err := base64.RawURLEncoding.DecodeString(raw[0])
 		var c cursor
-		if err != nil || json.Unmarshal(b, &c) != nil || c.K != rule.Kind || c.S != rule.scope || len(c.P) == 0 || !plainText(c.P) {
+		if err != nil || json.Unmarshal(b, &c) != nil || c.K != rule.Kind || c.S != rule.scope || len(c.P) == 0 || !plainPosition(c.P) {
 			return Page{}, &PageError{Message: "after must be a nextCursor returned by this list"}
 		}
 		p.After = c.P

@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
@@ -157,7 +155,7 @@ func compileInputSchema(def run.Definition) (*jsonschema.Schema, error) {
 // checkKey refuses an idempotency key that is not text Postgres can store and compare:
 // invalid UTF-8 (a header may carry any byte) or control characters such as NUL.
 func checkKey(key string) error {
-	if !utf8.ValidString(key) || strings.ContainsFunc(key, unicode.IsControl) {
+	if !wire.PlainText(key) {
 		return &run.InvalidInputError{Issues: []run.Issue{{Path: "/idempotencyKey",
 			Message: "the idempotency key must be UTF-8 text without control characters"}}}
 	}
@@ -167,7 +165,7 @@ func checkKey(key string) error {
 // plainID reports whether id (or a name) could be a workflow's: UTF-8 text without control characters
 // (a path may carry %FF or %00, which the editor's internal API cannot even be sent).
 func plainID(id string) bool {
-	return utf8.ValidString(id) && !strings.ContainsFunc(id, unicode.IsControl) && len(id) <= 1000
+	return wire.PlainText(id) && len(id) <= 1000
 }
 
 // validateInput checks input against the JSON boundary's rules (wire.CheckJSON: callers of

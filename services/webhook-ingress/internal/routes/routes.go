@@ -7,11 +7,9 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
+	"svc.dev/libs/wire"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 	"svc.dev/services/webhook-ingress/internal/domain/signature"
 )
@@ -121,7 +119,7 @@ func headerKey(req route.Request, name string) (string, error) {
 		return "", route.Rejectf("the %s header is required", name)
 	case len(k) > maxKeyLength:
 		return "", route.Rejectf("the %s header must be at most %d characters", name, maxKeyLength)
-	case !utf8.ValidString(k) || strings.ContainsFunc(k, unicode.IsControl):
+	case !wire.PlainText(k):
 		// A header may carry any byte; the key is stored as text and compared as such.
 		return "", route.Rejectf("the %s header must be UTF-8 text without control characters", name)
 	}
