@@ -186,15 +186,17 @@ func (b *Base) Handler(routes Routes) http.Handler {
 		}
 		guarded.ServeHTTP(w, r)
 	}))
-	publicLimit, rpcLimit := web.BodyLimit(web.MaxBodyBytes), web.BodyLimit(web.MaxRPCBodyBytes)
+	// Internal RPCs read more than public routes (web.MaxRPCBodyBytes): a start carries what a
+	// public request brought plus its own members.
+	public, internal := web.BodyLimit(web.MaxBodyBytes)(mux), web.BodyLimit(web.MaxRPCBodyBytes)(mux)
 	limited := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		for prefix := range routes.RPC {
 			if strings.HasPrefix(r.URL.Path, prefix) {
-				rpcLimit(mux).ServeHTTP(w, r)
+				internal.ServeHTTP(w, r)
 				return
 			}
 		}
-		publicLimit(mux).ServeHTTP(w, r)
+		public.ServeHTTP(w, r)
 	})
 	return web.Chain(limited, web.Edge(b.Log, b.Tel, b.Name)...)
 }
