@@ -81,15 +81,19 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 		return out, nil
 	}
 
-	// A key that is not storable text is its item's error, and takes no part in the lookup.
-	lookup := cmds
+	// A key that is not storable text is its item's error, and takes no part in the lookup
+	// (lookup is cmds with such keys blanked; nil while there are none).
+	var lookup []StartRun
 	for i, c := range cmds {
 		if err := checkKey(c.IdempotencyKey); err != nil {
-			if len(lookup) > 0 && &lookup[0] == &cmds[0] {
+			if lookup == nil {
 				lookup = slices.Clone(cmds)
 			}
 			lookup[i].IdempotencyKey, out[i] = "", StartRunResult{Err: err}
 		}
+	}
+	if lookup == nil {
+		lookup = cmds
 	}
 	// A redelivery costs no editor call: keys already used are answered first.
 	known, err := h.knownKeys(ctx, lookup)
