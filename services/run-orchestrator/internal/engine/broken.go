@@ -76,11 +76,7 @@ func (e *Engine) failBroken(ctx context.Context, tx pgx.Tx, l *loaded, cause err
 	}
 	msg := readable(cause)
 	errBody := map[string]any{"message": msg, "code": brokenCode}
-	rows, err := tx.Query(ctx, `SELECT id FROM step_attempts WHERE run_id = $1 AND status = 'running'`, l.id)
-	if err != nil {
-		return fmt.Errorf("running attempts: %w", err)
-	}
-	running, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	running, err := runningAttempts(ctx, tx, l.id, "")
 	if err != nil {
 		return err
 	}
@@ -133,11 +129,7 @@ func (e *Engine) reclaim(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]
 		if bs.Status != run.BlockRunning || bs.Job != job.ID {
 			continue
 		}
-		rows, err := tx.Query(ctx, `SELECT id FROM step_attempts WHERE run_id = $1 AND block_id = $2 AND status = 'running'`, l.id, id)
-		if err != nil {
-			return fmt.Errorf("running attempts of %s: %w", id, err)
-		}
-		attempts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		attempts, err := runningAttempts(ctx, tx, l.id, id)
 		if err != nil {
 			return err
 		}
@@ -159,6 +151,20 @@ func (e *Engine) reclaim(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]
 		return e.finish(ctx, tx, l, run.StatusFailed, map[string]any{"block_id": stopped, "message": msg})
 	}
 	return nil
+}
+
+// runningAttempts are the ids of a run's attempts still running: of one block, or of every
+// block when blockID is "".
+func runningAttempts(ctx context.Context, tx pgx.Tx, runID, blockID string) ([]string, error) {
+	rows, err := tx.Query(ctx, `SELECT id FROM step_attempts WHERE run_id = $1 AND status = 'running' AND ($2 = '' OR block_id = $2)`, runID, blockID)
+	if err != nil {
+		return nil, fmt.Errorf("running attempts of %s: %w", runID, err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("running attempts of %s: %w", runID, err)
+	}
+	return ids, nil
 }
 
 // readable is the message a run's reader gets for cause.

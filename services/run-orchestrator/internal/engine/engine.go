@@ -641,11 +641,7 @@ func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, err
 		// Every attempt still running — a wait's, or a step in flight on any replica — is
 		// recorded cancelled here, in the cancel's own commit; the replica running a step
 		// drops its result when it finds the run terminal.
-		rows, err := tx.Query(ctx, `SELECT id FROM step_attempts WHERE run_id = $1 AND status = 'running'`, runID)
-		if err != nil {
-			return fmt.Errorf("running attempts: %w", err)
-		}
-		attempts, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		attempts, err := runningAttempts(ctx, tx, runID, "")
 		if err != nil {
 			return err
 		}
@@ -658,7 +654,7 @@ func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, err
 			return err
 		}
 		// args @> uses River's GIN index on args (args->>'run_id' would read the whole table).
-		rows, err = tx.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND args @> jsonb_build_object('run_id', $2::text)
+		rows, err := tx.Query(ctx, `SELECT id FROM river_job WHERE kind = $1 AND args @> jsonb_build_object('run_id', $2::text)
 			AND state NOT IN ('completed', 'cancelled', 'discarded')`, run.Spec, runID)
 		if err != nil {
 			return fmt.Errorf("find jobs: %w", err)
