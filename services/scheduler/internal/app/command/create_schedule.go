@@ -43,7 +43,7 @@ func (h CreateScheduleHandler) Handle(ctx context.Context, cmd CreateSchedule) (
 	if err != nil {
 		return nil, err
 	}
-	if err := checkWorkflow(ctx, h.workflows, cmd.OrganizationID, cmd.WorkflowID); err != nil {
+	if err := CheckWorkflow(ctx, h.workflows, cmd.OrganizationID, cmd.WorkflowID); err != nil {
 		return nil, err
 	}
 	s, err := schedule.New(wire.NewID(wire.Schedule), cmd.OrganizationID, cmd.WorkflowID, c, cmd.Input, cmd.Enabled, h.now())
@@ -59,8 +59,9 @@ func (h CreateScheduleHandler) Handle(ctx context.Context, cmd CreateSchedule) (
 // ErrWorkflowsUnavailable is a workflow check the editor could not answer.
 var ErrWorkflowsUnavailable = errors.New("the workflow editor is unavailable")
 
-// checkWorkflow returns schedule.ErrWorkflowNotFound unless the organization has the workflow.
-func checkWorkflow(ctx context.Context, workflows Workflows, org, id string) error {
+// CheckWorkflow returns schedule.ErrWorkflowNotFound unless the organization has the workflow,
+// or an error wrapping ErrWorkflowsUnavailable when the editor could not say.
+func CheckWorkflow(ctx context.Context, workflows Workflows, org, id string) error {
 	if !wire.ValidID(wire.Workflow, id) {
 		return schedule.ErrWorkflowNotFound
 	}

@@ -42,7 +42,7 @@ func (h UpdateScheduleHandler) Handle(ctx context.Context, cmd UpdateSchedule) (
 		if _, err := h.repo.Get(ctx, cmd.OrganizationID, cmd.ID); err != nil {
 			return nil, err // a missing schedule is not_found before its workflow is looked at
 		}
-		if err := checkWorkflow(ctx, h.workflows, cmd.OrganizationID, *cmd.WorkflowID); err != nil {
+		if err := CheckWorkflow(ctx, h.workflows, cmd.OrganizationID, *cmd.WorkflowID); err != nil {
 			return nil, err
 		}
 	}

@@ -6,15 +6,9 @@ import (
 	"fmt"
 
 	"svc.dev/libs/wire"
+	"svc.dev/services/scheduler/internal/app/command"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
-
-// Workflows answers whether an organization has a workflow (workflow-editor's internal API).
-type Workflows interface {
-	// Exists reports whether organizationID has the workflow; an error means the editor could
-	// not answer.
-	Exists(ctx context.Context, organizationID, workflowID string) (bool, error)
-}
 
 // ErrUnknownWorkflow is a workflowId filter naming no workflow of the organization: another
 // organization's workflow is not found, never an empty list.
@@ -43,11 +37,11 @@ type SchedulePage struct {
 // ListSchedulesHandler handles ListSchedules.
 type ListSchedulesHandler struct {
 	repo      schedule.Repository
-	workflows Workflows
+	workflows command.Workflows
 }
 
 // NewListSchedulesHandler returns the handler.
-func NewListSchedulesHandler(repo schedule.Repository, workflows Workflows) ListSchedulesHandler {
+func NewListSchedulesHandler(repo schedule.Repository, workflows command.Workflows) ListSchedulesHandler {
 	if repo == nil || workflows == nil {
 		panic("nil repo or workflows")
 	}
@@ -70,12 +64,11 @@ func (h ListSchedulesHandler) Handle(ctx context.Context, q ListSchedules) (Sche
 		return SchedulePage{}, err
 	}
 	if filtered && len(items) == 0 && q.After == nil {
-		ok, err := h.workflows.Exists(ctx, q.OrganizationID, q.WorkflowID)
-		if err != nil {
-			return SchedulePage{}, fmt.Errorf("check workflow %s: %w: %w", q.WorkflowID, ErrWorkflowsUnavailable, err)
-		}
-		if !ok {
+		switch err := command.CheckWorkflow(ctx, h.workflows, q.OrganizationID, q.WorkflowID); {
+		case errors.Is(err, schedule.ErrWorkflowNotFound):
 			return SchedulePage{}, ErrUnknownWorkflow
+		case err != nil:
+			return SchedulePage{}, fmt.Errorf("%w: %w", ErrWorkflowsUnavailable, err)
 		}
 	}
 	page := SchedulePage{Items: items}
