@@ -90,22 +90,7 @@ func TestChaos(t *testing.T) {
 		{"faults injected", fmt.Sprint(len(flog.all()))},
 	}, v.figures...)
 	title := "Chaos run (" + workEnded.Sub(started).Round(time.Second).String() + ")"
-	md := v.markdown(title, started)
-	t.Log("\n" + md)
-	if path := os.Getenv("SVC_CHAOS_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
-			t.Errorf("SVC_CHAOS_REPORT: %v", err)
-		}
-	}
-	for _, c := range v.checks {
-		for i, viol := range c.violations {
-			if i == 20 {
-				t.Errorf("%s: ... and %d more", c.name, len(c.violations)-20)
-				break
-			}
-			t.Errorf("%s: %s", c.name, viol)
-		}
-	}
+	v.publish(t, v.markdown(title, started), "SVC_CHAOS_REPORT")
 }
 
 // schedules creates n schedules of the tick workflow that fire every minute.

@@ -73,21 +73,7 @@ func TestSoak(t *testing.T) {
 	v := s.verify(vctx, led, nil, 60*time.Second)
 	report := soakReport(samples, dur)
 	md := v.markdown(fmt.Sprintf("Soak run (%s, a sample every %s), invariants", dur, interval), started) + "\n" + report.markdown
-	t.Log("\n" + md)
-	if path := os.Getenv("SVC_SOAK_REPORT"); path != "" {
-		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
-			t.Errorf("SVC_SOAK_REPORT: %v", err)
-		}
-	}
-	for _, c := range v.checks {
-		for i, viol := range c.violations {
-			if i == 20 {
-				t.Errorf("%s: ... and %d more", c.name, len(c.violations)-20)
-				break
-			}
-			t.Errorf("%s: %s", c.name, viol)
-		}
-	}
+	v.publish(t, md, "SVC_SOAK_REPORT")
 	for _, g := range report.grew {
 		t.Errorf("grows without bound: %s", g)
 	}

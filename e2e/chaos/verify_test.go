@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"sort"
 	"strings"
+	"testing"
 	"time"
 )
 
@@ -586,6 +588,27 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 }
 
 // markdown renders the verdict as the report's tables.
+// publish logs the report md, writes it to the file the environment variable reportVar
+// names (if set), and fails the test on each violation (the first 20 of each check).
+func (v *verdict) publish(t *testing.T, md, reportVar string) {
+	t.Helper()
+	t.Log("\n" + md)
+	if path := os.Getenv(reportVar); path != "" {
+		if err := os.WriteFile(path, []byte(md), 0o644); err != nil {
+			t.Errorf("%s: %v", reportVar, err)
+		}
+	}
+	for _, c := range v.checks {
+		for i, viol := range c.violations {
+			if i == 20 {
+				t.Errorf("%s: ... and %d more", c.name, len(c.violations)-20)
+				break
+			}
+			t.Errorf("%s: %s", c.name, viol)
+		}
+	}
+}
+
 func (v *verdict) markdown(title string, started time.Time) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "### %s\n\n| invariant | checked | violations | result |\n|---|---:|---:|---|\n", title)
