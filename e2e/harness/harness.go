@@ -463,9 +463,6 @@ func (p *Process) Pid() int { return p.cmd.Process.Pid }
 // Output is everything the process printed so far.
 func (p *Process) Output() string { return p.out.String() }
 
-// BaseURL is the address whose /health the harness polled (the gateway's: its probe address).
-func (p *Process) BaseURL() string { return p.health }
-
 // Setting returns the value of one of the process's environment variables (the last wins).
 func (p *Process) Setting(key string) string {
 	v := ""
