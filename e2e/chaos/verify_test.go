@@ -66,7 +66,10 @@ func (s *stack) listRuns(ctx context.Context, wf string) (map[string]map[string]
 		}
 		r := s.api.retry(ctx, time.Now().Add(30*time.Second), "check", "GET", path, nil, true)
 		if r.status != http.StatusOK {
-			return nil, fmt.Errorf("list runs of %s: %d %v %s", wf, r.status, r.err, r.raw)
+			if r.err != nil {
+				return nil, fmt.Errorf("list runs of %s: %w", wf, r.err)
+			}
+			return nil, fmt.Errorf("list runs of %s: %d %s", wf, r.status, r.raw)
 		}
 		items, _ := r.body["items"].([]any)
 		for _, it := range items {
@@ -205,7 +208,7 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 		}
 		pending := 0
 		for id, r := range tracked {
-			if got, ok := seen[id]; ok && !terminal(fmt.Sprint(got["status"])) && !(r.kind == "signal" && len(r.signals) == 0) {
+			if got, ok := seen[id]; ok && !terminal(fmt.Sprint(got["status"])) && (r.kind != "signal" || len(r.signals) > 0) {
 				pending++
 			}
 		}

@@ -390,7 +390,8 @@ func mutations() []mutation {
 			own := f.fx.cursors[req.Op.ID]
 			var other string
 			for id, c := range f.fx.cursors {
-				if id != req.Op.ID && !(id == "listRuns" && req.Op.ID == "listWorkflowRuns" || id == "listWorkflowRuns" && req.Op.ID == "listRuns") {
+				sameList := id == "listRuns" && req.Op.ID == "listWorkflowRuns" || id == "listWorkflowRuns" && req.Op.ID == "listRuns"
+				if id != req.Op.ID && !sameList {
 					other = c
 				}
 			}

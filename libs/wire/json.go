@@ -58,7 +58,7 @@ func CheckJSON(raw []byte) *JSONError {
 	for {
 		tok, name, err := w.next()
 		if err != nil {
-			return nil // the end, or a syntax error for the decoder to report
+			return nil //nolint:nilerr // the end, or a syntax error: the decoder that follows reports it
 		}
 		if name {
 			k, f := tok.(string), &w.stack[len(w.stack)-1]
