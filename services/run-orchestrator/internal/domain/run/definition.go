@@ -108,3 +108,15 @@ func (d Definition) Sinks() []string {
 	}
 	return out
 }
+
+// order lists the blocks s has an entry for, in definition order (so that what the
+// interpreter does for several blocks does not depend on map order).
+func (d Definition) order(s State) []string {
+	out := make([]string, 0, len(s.Blocks))
+	for _, b := range d.Blocks {
+		if _, ok := s.Blocks[b.ID]; ok {
+			out = append(out, b.ID)
+		}
+	}
+	return out
+}

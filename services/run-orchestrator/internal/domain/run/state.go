@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 )
 
 // BlockStatus is where one block of a run stands.
@@ -25,7 +26,16 @@ func (s BlockStatus) Done() bool {
 	return s == BlockSucceeded || s == BlockFailed || s == BlockSkipped
 }
 
-// BlockState is the interpreter's record of one block.
+// Valid reports whether s is one of the block states.
+func (s BlockStatus) Valid() bool {
+	switch s {
+	case BlockPending, BlockRunning, BlockWaiting, BlockSucceeded, BlockFailed, BlockSkipped:
+		return true
+	}
+	return false
+}
+
+// BlockState is the interpreter's record of one block (one row of orchestrator.run_blocks).
 type BlockState struct {
 	Status   BlockStatus `json:"status,omitempty"`
 	Attempts int         `json:"attempts,omitempty"`
@@ -36,17 +46,50 @@ type BlockState struct {
 	// Job is the River job whose worker holds the block while it is running: a later try of
 	// that same job finds the block still running only when its earlier try ended mid-step.
 	Job int64 `json:"job,omitempty"`
+	// AttemptID is the block's latest attempt; InFlight says it is still running (a
+	// connector call, or a wait that has not been released).
+	AttemptID string `json:"attempt_id,omitempty"`
+	InFlight  bool   `json:"in_flight,omitempty"`
+	// RetryAt is set while the block is between a failed attempt and its retry.
+	RetryAt time.Time `json:"retry_at,omitzero"`
+	// Wait is what a waiting block waits for.
+	Wait *Wait `json:"wait,omitempty"`
 }
 
-// State is the interpreter state stored with the run (runs.state): one entry per block that
-// left pending.
+// Wait is a suspension of a wait block: a sleep until WakeAt, or a signal (with an optional
+// timeout at WakeAt). Since is when it began; Seq the run's change sequence then, which orders
+// two waits on the same signal.
+type Wait struct {
+	Kind   string    `json:"kind"`
+	Signal string    `json:"signal,omitempty"`
+	WakeAt time.Time `json:"wake_at,omitzero"`
+	Since  time.Time `json:"since"`
+	Seq    int64     `json:"seq"`
+}
+
+// Wait kinds.
+const (
+	WaitSleep  = "sleep"
+	WaitSignal = "signal"
+)
+
+// State is the interpreter state of a run: one entry per block that left pending.
 type State struct {
 	Blocks map[string]*BlockState `json:"blocks"`
+	// decoded caches the blocks' outputs decoded for templates; outputs never change once a
+	// block has succeeded.
+	decoded map[string]any
 }
 
-// ParseState reads a stored state; an empty one is the state of a fresh run.
+// NewState is the state of a run no block of which has started.
+func NewState() State {
+	return State{Blocks: map[string]*BlockState{}, decoded: map[string]any{}}
+}
+
+// ParseState reads a state stored as one JSON document (the form runs.state had before
+// per-block storage); an empty one is the state of a fresh run.
 func ParseState(raw []byte) (State, error) {
-	s := State{Blocks: map[string]*BlockState{}}
+	s := NewState()
 	if len(raw) == 0 {
 		return s, nil
 	}
@@ -56,11 +99,12 @@ func ParseState(raw []byte) (State, error) {
 	if s.Blocks == nil {
 		s.Blocks = map[string]*BlockState{}
 	}
+	s.decoded = map[string]any{}
 	return s, nil
 }
 
 // Block returns the state of id, creating a pending one.
-func (s State) Block(id string) *BlockState {
+func (s *State) Block(id string) *BlockState {
 	b, ok := s.Blocks[id]
 	if !ok {
 		b = &BlockState{}
@@ -69,80 +113,22 @@ func (s State) Block(id string) *BlockState {
 	return b
 }
 
+// Put replaces the state of id, as storage read it.
+func (s *State) Put(id string, b *BlockState) {
+	s.Blocks[id] = b
+	delete(s.decoded, id)
+}
+
 // status is the status of id without creating an entry.
-func (s State) status(id string) BlockStatus {
+func (s *State) status(id string) BlockStatus {
 	if b, ok := s.Blocks[id]; ok {
 		return b.Status
 	}
 	return BlockPending
 }
 
-// Advance applies contract §3's rule to every pending block until nothing changes: a block
-// whose upstream blocks are all done runs when at least one incoming edge is taken (an edge
-// with a branch is taken only when it matches the source's result) and is skipped otherwise,
-// which skips its descendants on that path in turn. It returns the blocks now ready, in
-// definition order. Blocks without incoming edges (the trigger) are ready at once.
-func (s State) Advance(d Definition) []string {
-	for changed := true; changed; {
-		changed = false
-		for _, b := range d.Blocks {
-			if s.status(b.ID) != BlockPending {
-				continue
-			}
-			in := d.Incoming(b.ID)
-			allDone, taken := true, len(in) == 0
-			for _, e := range in {
-				st := s.status(e.From)
-				if !st.Done() {
-					allDone = false
-					break
-				}
-				if st == BlockSucceeded && s.edgeTaken(e) {
-					taken = true
-				}
-			}
-			if allDone && !taken {
-				s.Block(b.ID).Status = BlockSkipped
-				changed = true
-			}
-		}
-	}
-	var ready []string
-	for _, b := range d.Blocks {
-		if s.status(b.ID) != BlockPending {
-			continue
-		}
-		in := d.Incoming(b.ID)
-		ok := true
-		for _, e := range in {
-			if !s.status(e.From).Done() {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			ready = append(ready, b.ID)
-		}
-	}
-	return ready
-}
-
-func (s State) edgeTaken(e Edge) bool {
-	if e.Branch == "" {
-		return true
-	}
-	var out struct {
-		Result any `json:"result"`
-	}
-	if b, ok := s.Blocks[e.From]; ok && len(b.Output) > 0 {
-		_ = json.Unmarshal(b.Output, &out)
-	}
-	r, _ := out.Result.(bool)
-	return (e.Branch == "true") == r
-}
-
 // Active reports whether a block is in flight or suspended.
-func (s State) Active() bool {
+func (s *State) Active() bool {
 	for _, b := range s.Blocks {
 		if b.Status == BlockRunning || b.Status == BlockWaiting {
 			return true
@@ -151,23 +137,37 @@ func (s State) Active() bool {
 	return false
 }
 
-// Waiting reports whether a block is suspended in a wait.
-func (s State) Waiting() bool {
+// count tells how many blocks stand at status.
+func (s *State) count(status BlockStatus) int {
+	n := 0
 	for _, b := range s.Blocks {
-		if b.Status == BlockWaiting {
-			return true
+		if b.Status == status {
+			n++
 		}
 	}
-	return false
+	return n
 }
 
 // Output is the run output: {<block_id>: output} of the sink blocks that ran.
-func (s State) Output(d Definition) map[string]json.RawMessage {
+func (s *State) Output(d Definition) map[string]json.RawMessage {
 	out := map[string]json.RawMessage{}
 	for _, id := range d.Sinks() {
 		if b, ok := s.Blocks[id]; ok && b.Status == BlockSucceeded {
 			out[id] = b.Output
 		}
+	}
+	return out
+}
+
+// output is the decoded output of a block that succeeded, for templates.
+func (s *State) output(id string, b *BlockState) any {
+	if s.decoded == nil {
+		s.decoded = map[string]any{}
+	}
+	out, ok := s.decoded[id]
+	if !ok {
+		_ = json.Unmarshal(b.Output, &out)
+		s.decoded[id] = out
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package engine
+package run
 
 import (
 	"encoding/json"
@@ -12,20 +12,23 @@ import (
 	"svc.dev/proto/connectors"
 )
 
-// programs caches compiled expr-lang programs by source. Runs of one workflow evaluate the
-// same expressions again and again; compiling each once keeps a step's overhead small. The
-// cache starts over when it holds maxPrograms entries.
-type programs struct {
+// Templates evaluates expr-lang expressions and the {{ expr }} templates of params (contract
+// §2). It caches compiled programs by source: runs of one workflow evaluate the same
+// expressions again and again, and compiling each once keeps a step's overhead small. The
+// cache starts over when it holds maxPrograms entries. Evaluation reads nothing but the scope
+// it is given: no clock, no I/O.
+type Templates struct {
 	mu sync.Mutex
 	m  map[string]*vm.Program
 }
 
 const maxPrograms = 10000
 
-func newPrograms() *programs { return &programs{m: map[string]*vm.Program{}} }
+// NewTemplates returns an empty cache.
+func NewTemplates() *Templates { return &Templates{m: map[string]*vm.Program{}} }
 
-// eval evaluates src against scope.
-func (p *programs) eval(src string, scope map[string]any) (any, error) {
+// Eval evaluates the expression src against scope.
+func (p *Templates) Eval(src string, scope map[string]any) (any, error) {
 	p.mu.Lock()
 	prog, ok := p.m[src]
 	p.mu.Unlock()
@@ -49,17 +52,17 @@ func (p *programs) eval(src string, scope map[string]any) (any, error) {
 	return out, nil
 }
 
-// resolve evaluates the {{ expr }} templates in v (contract §2): a string that is exactly one
+// Resolve evaluates the {{ expr }} templates in v (contract §2): a string that is exactly one
 // template takes the value's JSON type; other strings get each value interpolated (strings as
 // they are, anything else as JSON). Objects and arrays are resolved member by member.
-func (p *programs) resolve(v any, scope map[string]any) (any, error) {
+func (p *Templates) Resolve(v any, scope map[string]any) (any, error) {
 	switch x := v.(type) {
 	case string:
 		return p.resolveString(x, scope)
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, m := range x {
-			r, err := p.resolve(m, scope)
+			r, err := p.Resolve(m, scope)
 			if err != nil {
 				return nil, err
 			}
@@ -69,7 +72,7 @@ func (p *programs) resolve(v any, scope map[string]any) (any, error) {
 	case []any:
 		out := make([]any, len(x))
 		for i, m := range x {
-			r, err := p.resolve(m, scope)
+			r, err := p.Resolve(m, scope)
 			if err != nil {
 				return nil, err
 			}
@@ -81,13 +84,13 @@ func (p *programs) resolve(v any, scope map[string]any) (any, error) {
 	}
 }
 
-func (p *programs) resolveString(s string, scope map[string]any) (any, error) {
+func (p *Templates) resolveString(s string, scope map[string]any) (any, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
 	trimmed := strings.TrimSpace(s)
 	if strings.HasPrefix(trimmed, "{{") && strings.HasSuffix(trimmed, "}}") && strings.Count(trimmed, "{{") == 1 {
-		return p.eval(strings.TrimSpace(trimmed[2:len(trimmed)-2]), scope)
+		return p.Eval(strings.TrimSpace(trimmed[2:len(trimmed)-2]), scope)
 	}
 	segs, err := connectors.SplitTemplate(s)
 	if err != nil {
@@ -99,7 +102,7 @@ func (p *programs) resolveString(s string, scope map[string]any) (any, error) {
 			b.WriteString(seg.Text)
 			continue
 		}
-		val, err := p.eval(seg.Text, scope)
+		val, err := p.Eval(seg.Text, scope)
 		if err != nil {
 			return nil, err
 		}

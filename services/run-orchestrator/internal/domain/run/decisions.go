@@ -1,0 +1,142 @@
+package run
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Outcome is what the interpreter decided for one event: the writes the run's transaction
+// makes, and the changes published once it has committed. The run the event was applied to
+// holds the new state; Changed lists the blocks whose state moved, which is all storage
+// writes.
+type Outcome struct {
+	// Start is the attempt the acting job runs next (a job runs one block at a time).
+	Start *StartAttempt
+	// Begun are the attempts whose rows are inserted (status running): Start's.
+	Begun []StartAttempt
+	// Ended are attempts recorded as finished.
+	Ended []EndedAttempt
+	// Armed are waits to store (and, when they have a WakeAt, to arm a timer for); Released
+	// are blocks whose wait is over; ReleaseAll ends every wait of the run.
+	Armed      []ArmedWait
+	Released   []string
+	ReleaseAll bool
+	// Retry is a failed block's next attempt, due At; the acting job keeps the run meanwhile.
+	Retry *Retry
+	// Consume marks a stored signal consumed by an attempt.
+	Consume *Consume
+	// NewJobs is how many jobs continue the run (parallel blocks, a released wait, a run
+	// handed back), due at JobsAt (zero: at once).
+	NewJobs int
+	JobsAt  time.Time
+	// CancelJobs cancels every job of the run; CompleteJob completes the acting one.
+	CancelJobs  bool
+	CompleteJob bool
+	// Finish is the run's end.
+	Finish *Finish
+	// Delivered says a SignalArrived released a wait.
+	Delivered bool
+	// Changed are the blocks whose state changed, in the order they changed.
+	Changed []string
+	// Changes are the run's changes, in order, to publish after the commit.
+	Changes []Change
+
+	changed map[string]bool
+}
+
+// StartAttempt is an attempt about to run: its row is committed before the connector runs.
+type StartAttempt struct {
+	ID      string
+	Block   Block
+	Attempt int
+	Seq     int64
+	// Params are the block's params with templates resolved; ParamErr is why a param could
+	// not be resolved (the attempt then fails with it, and retries by the connector's policy).
+	Params   map[string]any
+	ParamErr error
+	// Scope is the template scope the params were resolved in (a condition evaluates its
+	// expression in it).
+	Scope map[string]any
+}
+
+// EndedAttempt is an attempt's end: succeeded, failed, cancelled or lost.
+type EndedAttempt struct {
+	ID, Block, Status string
+	Output            json.RawMessage
+	Error             json.RawMessage
+	Seq               int64
+}
+
+// ArmedWait is a wait to store.
+type ArmedWait struct {
+	Block, AttemptID string
+	Wait             Wait
+}
+
+// Retry is a block's next attempt after a backoff.
+type Retry struct {
+	Block   string
+	Attempt int
+	At      time.Time
+}
+
+// Consume marks signal SignalID consumed by attempt AttemptID.
+type Consume struct{ SignalID, AttemptID string }
+
+// Finish is the run's terminal status with its output (completed) or error (failed).
+type Finish struct {
+	Status Status
+	Output json.RawMessage
+	Error  json.RawMessage
+}
+
+// Change kinds: every committed change of a run is one of these.
+const (
+	ChangeStatus          = "run.status"
+	ChangeAttemptStarted  = "attempt.started"
+	ChangeAttemptFinished = "attempt.finished"
+	ChangeWaitArmed       = "wait.armed"
+	ChangeWaitReleased    = "wait.released"
+	ChangeRetryScheduled  = "retry.scheduled"
+)
+
+// Change is one committed change of a run, as the event feed publishes it. Seq is the run's
+// change sequence (the logs cursor) at the change: an attempt's change takes the sequence its
+// row is stored with; the other kinds carry the sequence of the latest attempt change before
+// them.
+type Change struct {
+	Kind                       string
+	Seq                        int64
+	RunID, OrganizationID      string
+	WorkflowID                 string
+	Status                     Status          `json:",omitempty"`
+	BlockID, AttemptID         string          `json:",omitempty"`
+	Attempt                    int             `json:",omitempty"`
+	AttemptStatus              string          `json:",omitempty"`
+	Error                      json.RawMessage `json:",omitempty"`
+	OutputBytes                int             `json:",omitempty"`
+	Wait                       *Wait           `json:",omitempty"`
+	RetryAt                    time.Time       `json:",omitzero"`
+	At                         time.Time
+}
+
+// touch returns the state of block id and records that it changed.
+func (o *Outcome) touch(r *Run, id string) *BlockState {
+	if o.changed == nil {
+		o.changed = map[string]bool{}
+	}
+	if !o.changed[id] {
+		o.changed[id] = true
+		o.Changed = append(o.Changed, id)
+	}
+	return r.State.Block(id)
+}
+
+// change records a change of r.
+func (o *Outcome) change(r *Run, c Change, at time.Time) {
+	c.RunID, c.OrganizationID, c.WorkflowID, c.At = r.ID, r.OrganizationID, r.WorkflowID, at
+	if c.Seq == 0 {
+		c.Seq = r.Seq
+	}
+	o.Changes = append(o.Changes, c)
+}

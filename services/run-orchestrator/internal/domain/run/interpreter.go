@@ -1,0 +1,547 @@
+package run
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"time"
+)
+
+// The interpreter: a pure state machine over a run. Apply takes an event, changes the run's
+// state and returns the decisions (an Outcome) that the engine's adapters carry out in the
+// run's transaction, and the changes they publish after it commits. It reads no clock, no
+// database and starts nothing: everything it needs is in the run and the event.
+
+// MaxAttemptsAnyKind stops a step after this many attempts of any kind (contract §3).
+const MaxAttemptsAnyKind = 10
+
+// Error codes of attempts the interpreter ends itself.
+const (
+	CodeLost    = "lost"
+	CodeTimeout = "timeout"
+)
+
+// Run is what the interpreter sees of a run: the pinned definition, the input, the state of
+// its blocks, its status and change sequence. Seq moves on with every attempt change.
+type Run struct {
+	ID, OrganizationID, WorkflowID string
+	Status                         Status
+	Def                            Definition
+	Input                          any
+	State                          State
+	Seq                            int64
+}
+
+// Connector is what the interpreter knows of a block type: its retry policy, the params it
+// keeps raw (x-expression: evaluated by the connector itself) and params the server adds.
+type Connector struct {
+	Retry RetryPolicy
+	Raw   map[string]bool
+	Extra map[string]any
+}
+
+// RetryPolicy is a connector's retry policy (the catalog's retry_policy).
+type RetryPolicy struct {
+	MaxAttempts        int
+	InitialIntervalMS  int64
+	BackoffCoefficient float64
+	MaxIntervalMS      int64
+}
+
+// Backoff is the pause before attempt n+1 after attempt n failed.
+func (p RetryPolicy) Backoff(n int) time.Duration {
+	ms := float64(p.InitialIntervalMS) * math.Pow(p.BackoffCoefficient, float64(n-1))
+	if p.MaxIntervalMS > 0 && ms > float64(p.MaxIntervalMS) {
+		ms = float64(p.MaxIntervalMS)
+	}
+	if ms < 1 || math.IsNaN(ms) {
+		ms = 1
+	}
+	return time.Duration(ms) * time.Millisecond
+}
+
+// Interpreter applies contract §3's rules.
+type Interpreter struct {
+	connectors map[string]Connector
+	templates  *Templates
+	newID      func() string
+}
+
+// NewInterpreter builds an interpreter over the connector catalog; newID names new attempts.
+func NewInterpreter(connectors map[string]Connector, templates *Templates, newID func() string) *Interpreter {
+	if templates == nil || newID == nil {
+		panic("run: NewInterpreter needs templates and newID")
+	}
+	return &Interpreter{connectors: connectors, templates: templates, newID: newID}
+}
+
+// Templates is the interpreter's template evaluator (conditions evaluate with it too).
+func (in *Interpreter) Templates() *Templates { return in.templates }
+
+// Apply applies ev to r: r's state moves on, and the outcome says what to write and publish.
+// An event that no longer applies (a result for an attempt that is not in flight any more: the
+// run was cancelled, or its replica taken for dead; a timer for a wait already released)
+// changes nothing. The errors: a FinishedError for a signal or a cancel of a run that has
+// ended (cancelling a cancelled run is fine), and an unknown event; r is then unchanged.
+func (in *Interpreter) Apply(r *Run, ev Event) (Outcome, error) {
+	var o Outcome
+	before := r.Status
+	switch ev := ev.(type) {
+	case Advance:
+		in.advance(r, ev, &o)
+	case Succeeded:
+		in.succeeded(r, ev, &o)
+	case Failed:
+		in.failed(r, ev, &o)
+	case Suspended:
+		in.suspended(r, ev, &o)
+	case RetryDue:
+		in.retryDue(r, ev, &o)
+	case HandBack:
+		handBack(r, ev, &o)
+	case AttemptsLost:
+		attemptsLost(r, ev, &o)
+	case TimerFired:
+		timerFired(r, ev, &o)
+	case SignalArrived:
+		if r.Status.Terminal() {
+			return Outcome{}, &FinishedError{Status: r.Status}
+		}
+		signalArrived(r, ev, &o)
+	case CancelRequested:
+		switch r.Status {
+		case StatusCancelled:
+			return Outcome{}, nil
+		case StatusCompleted, StatusFailed:
+			return Outcome{}, &FinishedError{Status: r.Status}
+		}
+		cancel(r, ev, &o)
+	default:
+		return Outcome{}, fmt.Errorf("run: unknown event %T", ev)
+	}
+	if r.Status != before {
+		c := Change{Kind: ChangeStatus, Status: r.Status}
+		if r.Status == StatusWaiting {
+			c.Wait = r.firstWait()
+		}
+		o.change(r, c, eventTime(ev))
+	}
+	return o, nil
+}
+
+func eventTime(ev Event) time.Time {
+	switch ev := ev.(type) {
+	case Advance:
+		return ev.Now
+	case Succeeded:
+		return ev.Now
+	case Failed:
+		return ev.Now
+	case Suspended:
+		return ev.Now
+	case RetryDue:
+		return ev.Now
+	case HandBack:
+		return ev.At
+	case AttemptsLost:
+		return ev.Now
+	case TimerFired:
+		return ev.Now
+	case SignalArrived:
+		return ev.Now
+	case CancelRequested:
+		return ev.Now
+	}
+	return time.Time{}
+}
+
+// firstWait is the wait of the waiting block armed first.
+func (r *Run) firstWait() *Wait {
+	var first *Wait
+	for _, b := range r.State.Blocks {
+		if b.Status == BlockWaiting && b.Wait != nil && (first == nil || b.Wait.Seq < first.Seq) {
+			first = b.Wait
+		}
+	}
+	if first == nil {
+		return nil
+	}
+	w := *first
+	return &w
+}
+
+// ---- a job drives the run ------------------------------------------------------------------
+
+func (in *Interpreter) advance(r *Run, ev Advance, o *Outcome) {
+	if r.Status.Terminal() {
+		o.CompleteJob = true
+		return
+	}
+	if ev.Try > 1 && reclaim(r, ev, o) {
+		return
+	}
+	in.proceed(r, ev.JobEvent, ev.Now, o)
+}
+
+// reclaim is a job's later try taking back the blocks its earlier try held: that try ended
+// mid-step (its transaction failed) with the block still running, and no one else would move
+// it on. The attempt in flight is lost (its connector may have run) and the block goes back to
+// pending; one at the cap of attempts of any kind fails the run. It reports whether the run
+// ended.
+func reclaim(r *Run, ev Advance, o *Outcome) bool {
+	stopped := ""
+	for _, id := range r.Def.order(r.State) {
+		bs := r.State.Blocks[id]
+		if bs.Status != BlockRunning || bs.Job != ev.Job {
+			continue
+		}
+		bs = o.touch(r, id)
+		if bs.InFlight {
+			bs.Lost++
+			endAttempt(r, o, id, "lost", nil, errorBody(
+				fmt.Sprintf("the try of job %d that ran this attempt failed before recording its result (try %d of the job took the block back)", ev.Job, ev.Try),
+				CodeLost), ev.Now)
+		}
+		bs.Status, bs.RetryAt = BlockPending, time.Time{}
+		if bs.Attempts >= MaxAttemptsAnyKind {
+			bs.Status, stopped = BlockFailed, id
+		}
+	}
+	if stopped == "" {
+		return false
+	}
+	finish(r, o, StatusFailed, stopped, fmt.Sprintf("step stopped after %d attempts (the last was lost: its job's try failed mid-step)", MaxAttemptsAnyKind), ev.Now)
+	o.CompleteJob = true
+	return true
+}
+
+// proceed decides what the run does next, for the acting job (the run is not terminal): it
+// starts the next ready block's attempt, giving every other ready block a job of its own; or,
+// with nothing ready, finishes the run or leaves it to the jobs of its running blocks and to
+// its waits, completing the acting job.
+func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) {
+	if job.Stopping {
+		// Graceful shutdown between steps: a fresh job continues the run, here or elsewhere.
+		o.NewJobs++
+		o.CompleteJob = true
+		return
+	}
+	ready, skipped := r.State.Advance(r.Def)
+	for _, id := range skipped {
+		o.touch(r, id)
+	}
+	if len(ready) == 0 {
+		o.CompleteJob = true
+		if !r.State.Active() {
+			finishCompleted(r, o)
+			return
+		}
+		if r.State.count(BlockWaiting) > 0 && r.State.count(BlockRunning) == 0 {
+			r.Status = StatusWaiting
+		}
+		return
+	}
+	// Parallel branches: one job per other ready block. A job that finds its block taken by
+	// then (this one may get to it first) finds nothing to do and completes.
+	o.NewJobs += len(ready) - 1
+	block, _ := r.Def.Block(ready[0])
+	bs := o.touch(r, block.ID)
+	bs.Status, bs.Job = BlockRunning, job.Job
+	r.Status = StatusRunning
+	in.begin(r, block, bs.Attempts+1, o, now)
+}
+
+// begin starts attempt n of block: its params resolved, its row to insert.
+func (in *Interpreter) begin(r *Run, block Block, n int, o *Outcome, now time.Time) {
+	bs := o.touch(r, block.ID)
+	r.Seq++
+	st := StartAttempt{ID: in.newID(), Block: block, Attempt: n, Seq: r.Seq}
+	st.Params, st.Scope, st.ParamErr = in.Resolve(r, block)
+	bs.Attempts, bs.AttemptID, bs.InFlight, bs.RetryAt = n, st.ID, true, time.Time{}
+	o.Start = &st
+	o.Begun = append(o.Begun, st)
+	o.change(r, Change{Kind: ChangeAttemptStarted, Seq: st.Seq, BlockID: block.ID, AttemptID: st.ID, Attempt: n, AttemptStatus: "running"}, now)
+}
+
+// Resolve resolves block's params against the run's scope (contract §2): input, the outputs
+// of the blocks that succeeded, run.id and workflow.id. Raw params (x-expression) and
+// trigger.manual's input_schema are kept as they are; the first param that fails is the error.
+func (in *Interpreter) Resolve(r *Run, block Block) (params, scope map[string]any, err error) {
+	steps := make(map[string]any, len(r.State.Blocks))
+	for id, b := range r.State.Blocks {
+		if b.Status == BlockSucceeded {
+			steps[id] = map[string]any{"output": r.State.output(id, b)}
+		}
+	}
+	scope = map[string]any{
+		"input": r.Input, "steps": steps,
+		"run": map[string]any{"id": r.ID}, "workflow": map[string]any{"id": r.WorkflowID},
+	}
+	conn := in.connectors[block.Type]
+	params = make(map[string]any, len(block.Params)+len(conn.Extra))
+	for k, v := range block.Params {
+		if conn.Raw[k] || (block.Type == "trigger.manual" && k == "input_schema") {
+			params[k] = v
+			continue
+		}
+		res, rerr := in.templates.Resolve(v, scope)
+		if rerr != nil && err == nil {
+			err = fmt.Errorf("param %s: %w", k, rerr)
+		}
+		params[k] = res
+	}
+	for k, v := range conn.Extra {
+		params[k] = v
+	}
+	return params, scope, err
+}
+
+// inFlight reports whether the result is for the block's attempt in flight, held by the job.
+func inFlight(r *Run, job int64, block, attemptID string) bool {
+	if r.Status.Terminal() {
+		return false // cancelled while the connector ran: the cancel recorded the attempt
+	}
+	bs, ok := r.State.Blocks[block]
+	return ok && bs.Status == BlockRunning && bs.InFlight && bs.AttemptID == attemptID && bs.Job == job
+}
+
+func (in *Interpreter) succeeded(r *Run, ev Succeeded, o *Outcome) {
+	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
+		return
+	}
+	succeed(r, o, ev.Block, ev.Output, ev.Now)
+	in.proceed(r, ev.JobEvent, ev.Now, o)
+}
+
+// succeed records the block's attempt in flight as succeeded with output.
+func succeed(r *Run, o *Outcome, block string, output json.RawMessage, now time.Time) {
+	bs := o.touch(r, block)
+	bs.Status, bs.Output, bs.Wait = BlockSucceeded, output, nil
+	delete(r.State.decoded, block)
+	endAttempt(r, o, block, "succeeded", output, nil, now)
+}
+
+func (in *Interpreter) failed(r *Run, ev Failed, o *Outcome) {
+	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
+		return
+	}
+	bs := o.touch(r, ev.Block)
+	endAttempt(r, o, ev.Block, "failed", nil, errorBody(ev.Message, ev.Code), ev.Now)
+	block, _ := r.Def.Block(ev.Block)
+	policy := in.connectors[block.Type].Retry
+	// Lost attempts do not count against max_attempts; 10 of any kind stop the step.
+	if bs.Attempts-bs.Lost < policy.MaxAttempts && bs.Attempts < MaxAttemptsAnyKind {
+		bs.RetryAt = ev.Now.Add(policy.Backoff(bs.Attempts))
+		o.Retry = &Retry{Block: ev.Block, Attempt: bs.Attempts + 1, At: bs.RetryAt}
+		o.change(r, Change{Kind: ChangeRetryScheduled, BlockID: ev.Block, Attempt: bs.Attempts + 1, RetryAt: bs.RetryAt}, ev.Now)
+		return
+	}
+	bs.Status = BlockFailed
+	finish(r, o, StatusFailed, ev.Block, ev.Message, ev.Now)
+	o.CompleteJob = true
+}
+
+func (in *Interpreter) retryDue(r *Run, ev RetryDue, o *Outcome) {
+	bs, ok := r.State.Blocks[ev.Block]
+	if r.Status.Terminal() || !ok || bs.Status != BlockRunning || bs.InFlight || bs.RetryAt.IsZero() || bs.Job != ev.Job {
+		return
+	}
+	block, _ := r.Def.Block(ev.Block)
+	in.begin(r, block, bs.Attempts+1, o, ev.Now)
+}
+
+func handBack(r *Run, ev HandBack, o *Outcome) {
+	o.CompleteJob = true
+	if r.Status.Terminal() {
+		return
+	}
+	if bs, ok := r.State.Blocks[ev.Block]; ok && bs.Status == BlockRunning && !bs.InFlight && bs.Job == ev.Job {
+		bs = o.touch(r, ev.Block)
+		bs.Status, bs.RetryAt = BlockPending, time.Time{}
+	}
+	o.NewJobs, o.JobsAt = 1, ev.At
+}
+
+// ---- waits ----------------------------------------------------------------------------------
+
+func (in *Interpreter) suspended(r *Run, ev Suspended, o *Outcome) {
+	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
+		return
+	}
+	w := Wait{Kind: ev.Wait.Kind, Since: ev.Now, Seq: r.Seq}
+	switch ev.Wait.Kind {
+	case WaitSignal:
+		w.Signal = ev.Wait.Signal
+		if ev.Buffered != nil {
+			// A signal stored before the wait began: consumed at once.
+			o.Consume = &Consume{SignalID: ev.Buffered.ID, AttemptID: ev.AttemptID}
+			succeed(r, o, ev.Block, SignalOutput(w.Signal, ev.Buffered.Payload), ev.Now)
+			in.proceed(r, ev.JobEvent, ev.Now, o)
+			return
+		}
+		if ev.Wait.Timeout > 0 {
+			w.WakeAt = ev.Now.Add(ev.Wait.Timeout)
+		}
+	default:
+		w.Kind, w.WakeAt = WaitSleep, ev.Wait.WakeAt
+	}
+	bs := o.touch(r, ev.Block)
+	bs.Status, bs.Wait = BlockWaiting, &w
+	o.Armed = append(o.Armed, ArmedWait{Block: ev.Block, AttemptID: ev.AttemptID, Wait: w})
+	o.change(r, Change{Kind: ChangeWaitArmed, BlockID: ev.Block, AttemptID: ev.AttemptID, Wait: &w}, ev.Now)
+	in.proceed(r, ev.JobEvent, ev.Now, o)
+}
+
+// release ends a waiting block's wait with output, and a fresh job continues the run.
+func release(r *Run, o *Outcome, block string, output json.RawMessage, now time.Time) {
+	bs := r.State.Blocks[block]
+	o.Released = append(o.Released, block)
+	o.change(r, Change{Kind: ChangeWaitReleased, BlockID: block, AttemptID: bs.AttemptID, Wait: bs.Wait}, now)
+	succeed(r, o, block, output, now)
+	r.Status = StatusRunning
+	o.NewJobs++
+}
+
+func timerFired(r *Run, ev TimerFired, o *Outcome) {
+	bs, ok := r.State.Blocks[ev.Block]
+	if r.Status.Terminal() || !ok || bs.Status != BlockWaiting || bs.Wait == nil || bs.Wait.WakeAt.IsZero() {
+		return
+	}
+	out := json.RawMessage(`{"timed_out":true}`)
+	if bs.Wait.Kind == WaitSleep {
+		out, _ = json.Marshal(map[string]any{"slept_ms": max(ev.Now.Sub(bs.Wait.Since).Milliseconds(), 0)})
+	}
+	release(r, o, ev.Block, out, ev.Now)
+}
+
+func signalArrived(r *Run, ev SignalArrived, o *Outcome) {
+	block := ""
+	var seq int64
+	for _, id := range r.Def.order(r.State) {
+		bs := r.State.Blocks[id]
+		if bs.Status == BlockWaiting && bs.Wait != nil && bs.Wait.Kind == WaitSignal && bs.Wait.Signal == ev.Signal.Name &&
+			(block == "" || bs.Wait.Seq < seq) {
+			block, seq = id, bs.Wait.Seq
+		}
+	}
+	if block == "" {
+		return // buffered: a later wait on the name consumes it
+	}
+	o.Consume = &Consume{SignalID: ev.Signal.ID, AttemptID: r.State.Blocks[block].AttemptID}
+	o.Delivered = true
+	release(r, o, block, SignalOutput(ev.Signal.Name, ev.Signal.Payload), ev.Now)
+}
+
+// SignalOutput is a signal wait's output. The payload goes in as stored, never re-decoded: a
+// value a decoder could not hold would otherwise become null without a word.
+func SignalOutput(name string, payload json.RawMessage) json.RawMessage {
+	p := json.RawMessage("null")
+	if len(payload) > 0 && json.Valid(payload) {
+		p = payload
+	}
+	out, _ := json.Marshal(map[string]any{"signal": map[string]any{"name": name, "payload": p}})
+	return out
+}
+
+// ---- crashes and cancel ----------------------------------------------------------------------
+
+func attemptsLost(r *Run, ev AttemptsLost, o *Outcome) {
+	dead := map[int64]bool{}
+	for _, j := range ev.DeadJobs {
+		dead[j] = true
+	}
+	stopped := ""
+	for _, a := range ev.Attempts {
+		bs := o.touch(r, a.Block)
+		bs.Lost++
+		if bs.AttemptID == a.AttemptID && bs.Status == BlockRunning {
+			bs.Status = BlockPending
+			if bs.Attempts >= MaxAttemptsAnyKind && !r.Status.Terminal() {
+				bs.Status, stopped = BlockFailed, a.Block
+			}
+		}
+		endAttemptID(r, o, a.Block, a.AttemptID, "lost", nil, errorBody("replica "+a.Replica+" stopped heartbeating", CodeLost), ev.Now)
+	}
+	// Blocks between retries whose backoff ran on a dead replica hold no attempt in flight;
+	// the dead job is finalized, so they go back to pending too.
+	for _, id := range r.Def.order(r.State) {
+		bs := r.State.Blocks[id]
+		if bs.Status == BlockRunning && !bs.InFlight && dead[bs.Job] {
+			bs = o.touch(r, id)
+			bs.Status, bs.RetryAt = BlockPending, time.Time{}
+		}
+	}
+	if len(ev.Attempts) == 0 && len(ev.DeadJobs) == 0 || r.Status.Terminal() {
+		return
+	}
+	if stopped != "" {
+		finish(r, o, StatusFailed, stopped, fmt.Sprintf("step stopped after %d attempts (the last was lost: its replica stopped heartbeating)", MaxAttemptsAnyKind), ev.Now)
+		return
+	}
+	r.Status = StatusRunning
+	o.NewJobs++
+}
+
+func cancel(r *Run, ev CancelRequested, o *Outcome) {
+	finish(r, o, StatusCancelled, "", "", ev.Now)
+	o.CancelJobs = true
+}
+
+// ---- endings ------------------------------------------------------------------------------
+
+// endAttempt ends the block's attempt in flight.
+func endAttempt(r *Run, o *Outcome, block, status string, output, errBody json.RawMessage, now time.Time) {
+	endAttemptID(r, o, block, r.State.Blocks[block].AttemptID, status, output, errBody, now)
+}
+
+// endAttemptID records attempt id of block ended; it is no longer in flight when it is the
+// block's latest.
+func endAttemptID(r *Run, o *Outcome, block, id, status string, output, errBody json.RawMessage, now time.Time) {
+	bs := o.touch(r, block)
+	if bs.AttemptID == id {
+		bs.InFlight = false
+	}
+	r.Seq++
+	o.Ended = append(o.Ended, EndedAttempt{ID: id, Block: block, Status: status, Output: output, Error: errBody, Seq: r.Seq})
+	o.change(r, Change{Kind: ChangeAttemptFinished, Seq: r.Seq, BlockID: block, AttemptID: id, Attempt: bs.Attempts,
+		AttemptStatus: status, Error: errBody, OutputBytes: len(output)}, now)
+}
+
+func errorBody(message, code string) json.RawMessage {
+	body := map[string]any{"message": message}
+	if code != "" {
+		body["code"] = code
+	}
+	b, _ := json.Marshal(body)
+	return b
+}
+
+// finishCompleted ends a run none of whose blocks is active: its output is its sinks'.
+func finishCompleted(r *Run, o *Outcome) {
+	out, _ := json.Marshal(r.State.Output(r.Def))
+	r.Status = StatusCompleted
+	o.Finish = &Finish{Status: StatusCompleted, Output: out}
+	o.ReleaseAll = true
+}
+
+// finish ends the run failed (error {block_id, message}) or cancelled. Its waits end with it,
+// and every attempt still in flight (a step on any replica, or a wait) is recorded cancelled
+// in the same commit: the replica running a step drops its result on finding the run
+// terminal. Blocks between retries stop there.
+func finish(r *Run, o *Outcome, status Status, block, message string, now time.Time) {
+	r.Status = status
+	o.Finish = &Finish{Status: status}
+	if status == StatusFailed {
+		o.Finish.Error, _ = json.Marshal(map[string]any{"block_id": block, "message": message})
+	}
+	o.ReleaseAll = true
+	for _, id := range r.Def.order(r.State) {
+		bs := r.State.Blocks[id]
+		if bs.InFlight {
+			endAttempt(r, o, id, "cancelled", nil, errorBody("run "+string(status), ""), now)
+		}
+		if !bs.RetryAt.IsZero() {
+			o.touch(r, id).RetryAt = time.Time{}
+		}
+	}
+}
