@@ -49,63 +49,87 @@ func (e *Engine) driveSafely(ctx context.Context, job *river.Job[runArgs]) (err 
 // failJob fails the run of job with cause and completes the job, unless the job no longer
 // holds the run (another replica's sweeper took it over) or the run has already ended.
 func (e *Engine) failJob(ctx context.Context, job *river.Job[runArgs], cause error) error {
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		l, err := e.lockRun(ctx, tx, job.Args.RunID)
-		if errors.Is(err, run.ErrNotFound) {
-			return e.complete(ctx, tx, job)
-		}
-		if err != nil {
-			return err
-		}
-		if gone, err := fenced(ctx, tx, job); err != nil || gone {
-			return err
-		}
-		if err := e.failBroken(ctx, tx, l, cause); err != nil {
-			return err
-		}
-		return e.complete(ctx, tx, job)
+	_, err := e.update(ctx, job.Args.RunID, job, newRunCache(), func(ctx context.Context, tx pgx.Tx, l *locked) (run.Outcome, error) {
+		o, err := e.failBroken(ctx, tx, l, cause, run.StatusFailed)
+		o.CompleteJob = true
+		return o, err
 	})
+	if errors.Is(err, run.ErrNotFound) {
+		return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return e.complete(ctx, tx, job) })
+	}
+	return err
 }
 
-// failBroken ends a run that cannot go on: attempts still running fail, one more failed
-// attempt (on the trigger block, whose step is where the run starts) carries the reason, and
-// the run fails with it. A terminal run is left as it is.
-func (e *Engine) failBroken(ctx context.Context, tx pgx.Tx, l *loaded, cause error) error {
+// failBroken ends a run that cannot go on, in SQL of its own (the interpreter cannot read the
+// run): attempts still running end, one more failed attempt (on the trigger block, where the
+// run starts) carries the reason, and the run ends failed with it, or cancelled when a cancel
+// is what ends it. A terminal run is left as it is. The outcome holds the changes to publish.
+func (e *Engine) failBroken(ctx context.Context, tx pgx.Tx, l *locked, cause error, status run.Status) (run.Outcome, error) {
+	var o run.Outcome
 	if l.status.Terminal() {
-		return nil
+		return o, nil
+	}
+	r := l.run
+	now := time.Now()
+	change := func(c run.Change) {
+		c.RunID, c.OrganizationID, c.WorkflowID, c.At = r.ID, r.OrganizationID, r.WorkflowID, now
+		o.Changes = append(o.Changes, c)
 	}
 	msg := readable(cause)
 	errBody := map[string]any{"message": msg, "code": brokenCode}
-	running, err := runningAttempts(ctx, tx, l.id, "")
-	if err != nil {
-		return err
-	}
-	for _, a := range running {
-		if err := e.endAttempt(ctx, tx, l, a, "failed", nil, errBody); err != nil {
-			return err
-		}
-	}
-	blockID, typ := "", run.Spec
-	for _, b := range l.def.Blocks {
-		if strings.HasPrefix(b.Type, "trigger.") {
-			blockID, typ = b.ID, b.Type
-			break
-		}
+	if status == run.StatusCancelled {
+		errBody = map[string]any{"message": "run cancelled"}
 	}
 	errJSON, _ := json.Marshal(errBody)
-	if err := l.exec(ctx, tx, `INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, replica, seq, started_at, finished_at, error)
-		VALUES ($1, $2, $3, $4, (SELECT coalesce(max(attempt), 0) + 1 FROM step_attempts WHERE run_id = $2 AND block_id = $3),
-			'failed', $5, $6, now(), now(), $7)`,
-		wire.NewID(wire.Attempt), l.id, blockID, typ, e.cfg.Replica, l.nextSeq(), string(errJSON)); err != nil {
-		return fmt.Errorf("insert attempt: %w", err)
+	seq := l.seq
+	running, err := runningAttempts(ctx, tx, r.ID, "")
+	if err != nil {
+		return o, err
 	}
-	for _, bs := range l.state.Blocks {
-		if bs.Status == run.BlockRunning || bs.Status == run.BlockWaiting {
-			bs.Status = run.BlockFailed
+	attemptStatus := "failed"
+	if status == run.StatusCancelled {
+		attemptStatus = "cancelled"
+	}
+	for _, a := range running {
+		seq++
+		if _, err := tx.Exec(ctx, `UPDATE step_attempts SET status = $2, error = $3, seq = $4, finished_at = now() WHERE id = $1`,
+			a, attemptStatus, string(errJSON), seq); err != nil {
+			return o, fmt.Errorf("end attempt: %w", err)
 		}
+		change(run.Change{Kind: run.ChangeAttemptFinished, Seq: seq, AttemptID: a, AttemptStatus: attemptStatus, Error: errJSON})
 	}
-	e.log.Error("run failed: the engine cannot go on with it", "run_id", l.id, "err", cause)
-	return e.finish(ctx, tx, l, run.StatusFailed, map[string]any{"block_id": blockID, "message": msg})
+	var runErr *string
+	if status == run.StatusFailed {
+		blockID, typ := "", run.Spec
+		for _, b := range r.Def.Blocks {
+			if strings.HasPrefix(b.Type, "trigger.") {
+				blockID, typ = b.ID, b.Type
+				break
+			}
+		}
+		seq++
+		id := wire.NewID(wire.Attempt)
+		if _, err := tx.Exec(ctx, `INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, replica, seq, started_at, finished_at, error)
+			VALUES ($1, $2, $3, $4, (SELECT coalesce(max(attempt), 0) + 1 FROM step_attempts WHERE run_id = $2 AND block_id = $3),
+				'failed', $5, $6, now(), now(), $7)`,
+			id, r.ID, blockID, typ, e.cfg.Replica, seq, string(errJSON)); err != nil {
+			return o, fmt.Errorf("insert attempt: %w", err)
+		}
+		change(run.Change{Kind: run.ChangeAttemptFinished, Seq: seq, BlockID: blockID, AttemptID: id, AttemptStatus: "failed", Error: errJSON})
+		b, _ := json.Marshal(map[string]any{"block_id": blockID, "message": msg})
+		runErr = jsonText(b)
+		e.log.Error("run failed: the engine cannot go on with it", "run_id", r.ID, "err", cause)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE runs SET status = $2, change_seq = $3, error = $4, updated_at = now(), finished_at = now(),
+		started_at = coalesce(started_at, now()) WHERE id = $1`, r.ID, string(status), seq, runErr); err != nil {
+		return o, fmt.Errorf("finish run: %w", err)
+	}
+	if _, err := tx.Exec(ctx, `DELETE FROM waits WHERE run_id = $1`, r.ID); err != nil {
+		return o, fmt.Errorf("delete waits: %w", err)
+	}
+	change(run.Change{Kind: run.ChangeStatus, Seq: seq, Status: status})
+	o.CancelJobs = status == run.StatusCancelled
+	return o, nil
 }
 
 // inputError says why a stored input cannot be read, in the JSON boundary's words where it
@@ -115,42 +139,6 @@ func inputError(raw []byte, err error) error {
 		return fmt.Errorf("run input at %q: %s", e.Pointer, e.Message)
 	}
 	return fmt.Errorf("run input: %w", err)
-}
-
-// reclaim is a job's later try taking back the blocks its earlier try held: that try ended
-// mid-step (its transaction failed: Postgres restarted, the connection was cut) with the
-// block still running, and no one else would ever move it on (the sweeper only takes the
-// work of dead replicas, and this one is alive). The attempt in flight is recorded lost, as a
-// dead replica's is (its connector may have run), and the block goes back to pending; one
-// that reached the cap of attempts of any kind fails the run. The caller saves the run.
-func (e *Engine) reclaim(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs], l *loaded) error {
-	var stopped string
-	for id, bs := range l.state.Blocks {
-		if bs.Status != run.BlockRunning || bs.Job != job.ID {
-			continue
-		}
-		attempts, err := runningAttempts(ctx, tx, l.id, id)
-		if err != nil {
-			return err
-		}
-		for _, a := range attempts {
-			bs.Lost++
-			if err := e.endAttempt(ctx, tx, l, a, "lost", nil, map[string]any{"code": lostCode,
-				"message": fmt.Sprintf("the try of job %d that ran this attempt failed before recording its result (try %d of the job took the block back)", job.ID, job.Attempt)}); err != nil {
-				return err
-			}
-			e.log.Warn("attempt lost: its job's try failed mid-step", "run_id", l.id, "block_id", id, "attempt_id", a, "job_id", job.ID)
-		}
-		bs.Status = run.BlockPending
-		if bs.Attempts >= maxAttemptsAnyKind {
-			bs.Status, stopped = run.BlockFailed, id
-		}
-	}
-	if stopped != "" {
-		msg := fmt.Sprintf("step stopped after %d attempts (the last was lost: its job's try failed mid-step)", maxAttemptsAnyKind)
-		return e.finish(ctx, tx, l, run.StatusFailed, map[string]any{"block_id": stopped, "message": msg})
-	}
-	return nil
 }
 
 // runningAttempts are the ids of a run's attempts still running: of one block, or of every

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
 
 	"svc.dev/libs/pgdb"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
@@ -87,7 +85,9 @@ func (e *Engine) background(ctx context.Context) {
 // Replicas call it every SweepEvery; only one sweeps at a time (the others skip the round).
 func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	lost := 0
+	var done []sweptRun
 	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		lost, done = 0, nil
 		var got bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, pgdb.LockID("orchestrator:sweep")).Scan(&got); err != nil {
 			return fmt.Errorf("sweep lock: %w", err)
@@ -121,35 +121,47 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, id := range runIDs {
-			n, err := e.recover(ctx, tx, id, live)
+			n, o, err := e.recover(ctx, tx, id, live)
 			if err != nil {
 				return err
 			}
 			lost += n
+			done = append(done, sweptRun{id, o})
 		}
 		if len(runIDs) == 0 {
 			_, err = tx.Exec(ctx, `DELETE FROM replicas WHERE heartbeat_at < now() - $1::interval`, forgetReplicasAfter.String())
 		}
 		return err
 	})
+	if err == nil {
+		for _, d := range done {
+			e.after(d.runID, &d.outcome)
+		}
+	}
 	return lost, err
+}
+
+type sweptRun struct {
+	runID   string
+	outcome run.Outcome
 }
 
 // recover hands one run held by dead replicas back: their attempts in flight become lost,
 // their blocks pending, their jobs finalized, and a fresh job continues the run.
-func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []string) (int, error) {
+func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []string) (int, run.Outcome, error) {
+	var none run.Outcome
 	// A run locked by a live worker right now is looked at again in the next round.
-	var locked string
-	err := tx.QueryRow(ctx, `SELECT id FROM runs WHERE id = $1 FOR UPDATE SKIP LOCKED`, runID).Scan(&locked)
+	var skip string
+	err := tx.QueryRow(ctx, `SELECT id FROM runs WHERE id = $1 FOR UPDATE SKIP LOCKED`, runID).Scan(&skip)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, nil
+		return 0, none, nil
 	}
 	if err != nil {
-		return 0, fmt.Errorf("lock run %s: %w", runID, err)
+		return 0, none, fmt.Errorf("lock run %s: %w", runID, err)
 	}
-	l, err := e.lockRun(ctx, tx, runID)
+	l, err := lockRun(ctx, tx, runID)
 	if err != nil {
-		return 0, err
+		return 0, none, err
 	}
 	// The dead replicas' jobs of this run: finalized here, so their workers (should they still
 	// be alive) are fenced off.
@@ -159,153 +171,57 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 		WHERE kind = $1 AND args @> jsonb_build_object('run_id', $2::text) AND state = 'running' AND attempted_by[array_upper(attempted_by, 1)] <> ALL($3)
 		RETURNING id`, run.Spec, runID, live)
 	if err != nil {
-		return 0, fmt.Errorf("finalize dead jobs: %w", err)
+		return 0, none, fmt.Errorf("finalize dead jobs: %w", err)
 	}
 	jobs, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return 0, err
+		return 0, none, err
 	}
 	if l.broken != nil {
-		return 0, e.failBroken(ctx, tx, l, l.broken)
+		o, err := e.failBroken(ctx, tx, l, l.broken, run.StatusFailed)
+		return 0, o, err
 	}
 	// Running attempts of dead replicas that are not parked in a wait.
-	type lostAttempt struct{ id, block, replica string }
-	rows, err = tx.Query(ctx, `SELECT a.id, a.block_id, a.replica FROM step_attempts a
+	rows, err = tx.Query(ctx, `SELECT a.block_id, a.id, a.replica FROM step_attempts a
 		WHERE a.run_id = $1 AND a.status = 'running' AND a.replica <> ALL($2)
 		  AND NOT EXISTS (SELECT 1 FROM waits w WHERE w.attempt_id = a.id)
 		ORDER BY a.seq`, runID, live)
 	if err != nil {
-		return 0, fmt.Errorf("find lost attempts: %w", err)
+		return 0, none, fmt.Errorf("find lost attempts: %w", err)
 	}
-	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (lostAttempt, error) {
-		var a lostAttempt
-		return a, r.Scan(&a.id, &a.block, &a.replica)
+	attempts, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (run.LostAttempt, error) {
+		var a run.LostAttempt
+		return a, r.Scan(&a.Block, &a.AttemptID, &a.Replica)
 	})
 	if err != nil {
-		return 0, err
-	}
-	var stopped string // a block that reached the cap of attempts of any kind
-	for _, a := range attempts {
-		bs := l.state.Block(a.block)
-		bs.Lost++
-		if bs.Status == run.BlockRunning {
-			bs.Status = run.BlockPending
-			if bs.Attempts >= maxAttemptsAnyKind && !l.status.Terminal() {
-				bs.Status, stopped = run.BlockFailed, a.block
-			}
-		}
-		if err := e.endAttempt(ctx, tx, l, a.id, "lost", nil,
-			map[string]any{"message": "replica " + a.replica + " stopped heartbeating", "code": lostCode}); err != nil {
-			return 0, err
-		}
-		e.log.Warn("attempt lost", "run_id", runID, "block_id", a.block, "attempt_id", a.id, "replica", a.replica)
-	}
-	// Blocks between retries (the last attempt failed, the backoff was running on a dead
-	// replica) hold no running attempt; their dead job was finalized above, so they go back
-	// to pending too. Only blocks whose latest attempt ran on a dead replica are touched.
-	if len(jobs) > 0 {
-		for id, bs := range l.state.Blocks {
-			if bs.Status != run.BlockRunning {
-				continue
-			}
-			var replica, status string
-			err := tx.QueryRow(ctx, `SELECT replica, status FROM step_attempts WHERE run_id = $1 AND block_id = $2 ORDER BY attempt DESC LIMIT 1`,
-				runID, id).Scan(&replica, &status)
-			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return 0, fmt.Errorf("latest attempt of %s: %w", id, err)
-			}
-			if err == nil && status == "failed" && !contains(live, replica) {
-				bs.Status = run.BlockPending
-			}
-		}
+		return 0, none, err
 	}
 	if len(attempts) == 0 && len(jobs) == 0 {
-		return 0, nil // someone else moved it meanwhile
+		return 0, none, nil // someone else moved it meanwhile
 	}
-	switch {
-	case l.status.Terminal():
-		if _, err := e.save(ctx, tx, l); err != nil {
-			return 0, err
-		}
-	case stopped != "":
-		msg := fmt.Sprintf("step stopped after %d attempts (the last was lost: its replica stopped heartbeating)", maxAttemptsAnyKind)
-		if err := e.finish(ctx, tx, l, run.StatusFailed, map[string]any{"block_id": stopped, "message": msg}); err != nil {
-			return 0, err
-		}
-	default:
-		l.status = run.StatusRunning
-		if _, err := e.save(ctx, tx, l); err != nil {
-			return 0, err
-		}
-		if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, runID), nil); err != nil {
-			return 0, fmt.Errorf("insert job: %w", err)
-		}
+	for _, a := range attempts {
+		e.log.Warn("attempt lost", "run_id", runID, "block_id", a.Block, "attempt_id", a.AttemptID, "replica", a.Replica)
+	}
+	o, err := e.interp.Apply(l.run, run.AttemptsLost{Attempts: attempts, DeadJobs: jobs, Now: time.Now()})
+	if err != nil {
+		return 0, none, err
+	}
+	if err := e.writeNow(ctx, tx, l, &o); err != nil {
+		return 0, none, err
 	}
 	e.log.Info("run recovered from a dead replica", "run_id", runID, "lost_attempts", len(attempts), "jobs_finalized", len(jobs))
-	return len(attempts), nil
+	return len(attempts), o, nil
 }
 
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
+// writeNow makes o's writes in tx at once (a transaction that is not a job's: the sweeper's).
+func (e *Engine) writeNow(ctx context.Context, tx pgx.Tx, l *locked, o *run.Outcome) error {
+	b := &pgx.Batch{}
+	if _, err := e.queueWrites(b, l, o); err != nil {
+		return err
 	}
-	return false
+	if err := tx.SendBatch(ctx, b).Close(); err != nil {
+		return fmt.Errorf("write run %s: %w", l.run.ID, err)
+	}
+	return e.jobWrites(ctx, tx, l.run, o, nil)
 }
 
-// fenced reports whether the job may still write: it is still running in River's table. Call
-// it under the run's row lock; the sweeper finalizes a dead replica's job under the same lock.
-func fenced(ctx context.Context, tx pgx.Tx, job *river.Job[runArgs]) (bool, error) {
-	var state string
-	err := tx.QueryRow(ctx, `SELECT state FROM river_job WHERE id = $1`, job.ID).Scan(&state)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return true, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("job state: %w", err)
-	}
-	return state != string(rivertype.JobStateRunning), nil
-}
-
-// handBack gives the run back to the queue while this replica stops: the block between
-// retries goes back to pending, a fresh job (scheduled at the end of the backoff, if any)
-// continues the run elsewhere, and this job completes, all in one commit.
-func (e *Engine) handBack(ctx context.Context, job *river.Job[runArgs], blockID string, at time.Time) error {
-	return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
-		l, err := e.lockRun(ctx, tx, job.Args.RunID)
-		if errors.Is(err, run.ErrNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if gone, err := fenced(ctx, tx, job); err != nil || gone {
-			return err
-		}
-		if l.broken != nil {
-			if err := e.failBroken(ctx, tx, l, l.broken); err != nil {
-				return err
-			}
-			return e.complete(ctx, tx, job)
-		}
-		if !l.status.Terminal() {
-			if blockID != "" {
-				if bs := l.state.Block(blockID); bs.Status == run.BlockRunning {
-					bs.Status = run.BlockPending
-				}
-				if _, err := e.save(ctx, tx, l); err != nil {
-					return err
-				}
-			}
-			opts := &river.InsertOpts{}
-			if !at.IsZero() {
-				opts.ScheduledAt = at
-			}
-			if _, err := e.river.InsertTx(ctx, tx, e.args(ctx, l.id), opts); err != nil {
-				return fmt.Errorf("insert job: %w", err)
-			}
-		}
-		return e.complete(ctx, tx, job)
-	})
-}

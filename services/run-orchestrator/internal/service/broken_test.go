@@ -104,26 +104,27 @@ func TestBrokenRunsEnd(t *testing.T) {
 
 	t.Run("StateThatCannotBeRead", func(t *testing.T) {
 		t.Parallel()
-		// Two runs parked on their signal wait, then their state is overwritten with a value
-		// that is not a state: the one signalled fails, the one cancelled is cancelled.
+		// Two runs parked on their signal wait, then a block's stored state is overwritten with
+		// one that is not a state (a status no engine writes, a wait that is not an object):
+		// the one signalled fails, the one cancelled is cancelled.
 		signalled := b.startRun(t, "wf_wait", map[string]any{"input": map[string]any{"n": 1}})
 		cancelled := b.startRun(t, "wf_wait", map[string]any{"input": map[string]any{"n": 2}})
 		for _, id := range []string{signalled, cancelled} {
 			b.waitStatus(t, id, "waiting")
-			_, err := pool.Exec(context.Background(), `UPDATE orchestrator.runs SET state = '"not a state"', state_rev = state_rev + 1 WHERE id = $1`, id)
+			_, err := pool.Exec(context.Background(), `UPDATE orchestrator.run_blocks SET status = 'not a state', wait = '"not a wait"' WHERE run_id = $1 AND block_id = 'hold'`, id)
 			require.NoError(t, err)
 		}
 		r := b.do(t, "POST", "/api/runs/"+signalled+"/signals", map[string]any{"name": "go"})
 		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
-		requireFailedBy(t, signalled, "run_unreadable", "parse run state")
+		requireFailedBy(t, signalled, "run_unreadable", `block hold has status "not a state"`)
 
 		r = b.do(t, "POST", "/api/runs/"+cancelled+"/cancel", nil)
 		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
 		got := b.waitStatus(t, cancelled, "cancelled")
 		require.NotNil(t, got["finishedAt"])
 		var state string
-		require.NoError(t, pool.QueryRow(context.Background(), `SELECT state::text FROM orchestrator.runs WHERE id = $1`, cancelled).Scan(&state))
-		require.Equal(t, `"not a state"`, state, "a state the engine cannot read is kept as stored")
+		require.NoError(t, pool.QueryRow(context.Background(), `SELECT status FROM orchestrator.run_blocks WHERE run_id = $1 AND block_id = 'hold'`, cancelled).Scan(&state))
+		require.Equal(t, `not a state`, state, "a state the engine cannot read is kept as stored")
 	})
 
 	t.Run("JobThatCannotStartFailsTheRunOnItsLastTry", func(t *testing.T) {

@@ -1,0 +1,205 @@
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+var errDuplicateKey = errors.New("idempotency key already used")
+
+// Dispatch stores the run, its idempotency record and its first job in one transaction: the
+// batch of one of DispatchMany. When a start under 24 h old already holds the key, nothing is
+// stored and that run's id comes back with deduplicated set.
+func (e *Engine) Dispatch(ctx context.Context, r run.NewRun, key string) (string, bool, error) {
+	ids, err := e.DispatchMany(ctx, []run.NewRun{r}, []string{key})
+	if err != nil {
+		return "", false, err
+	}
+	return ids[0], ids[0] != r.ID, nil
+}
+
+// RunForKey returns the run an idempotency key of org names, if the key is under 24 h old.
+func (e *Engine) RunForKey(ctx context.Context, org, key string) (string, error) {
+	var id string
+	err := e.pool.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE organization_id = $1 AND key = $2
+		AND created_at >= now() - interval '24 hours'`, org, key).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", nil
+	}
+	return id, err
+}
+
+// DispatchMany stores runs, their idempotency records (keys[i] is runs[i]'s key; "" for none)
+// and their first jobs in one transaction. The (organization, key) pairs that are set must be
+// distinct. It returns, per run, the run that holds its key: runs[i].ID when it was stored, or
+// the run of a concurrent start that took the key first (that run is then not stored). Either
+// everything is stored or, on error, nothing.
+func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
+	if len(keys) != len(runs) {
+		return nil, fmt.Errorf("dispatch many: %d runs, %d keys", len(runs), len(keys))
+	}
+	ids := make([]string, len(runs))
+	if len(runs) == 0 {
+		return ids, nil
+	}
+	// Keys are inserted in (organization, key) order, so two batches that share keys lock
+	// them in the same order and never deadlock.
+	keyed := make([]int, 0, len(runs))
+	seen := make(map[[2]string]bool, len(runs))
+	for i, k := range keys {
+		if k == "" {
+			continue
+		}
+		ok := [2]string{runs[i].OrganizationID, k}
+		if seen[ok] {
+			return nil, fmt.Errorf("dispatch many: key %q of %s twice", k, runs[i].OrganizationID)
+		}
+		seen[ok] = true
+		keyed = append(keyed, i)
+	}
+	slices.SortFunc(keyed, func(a, b int) int {
+		return cmp.Or(cmp.Compare(runs[a].OrganizationID, runs[b].OrganizationID), cmp.Compare(keys[a], keys[b]))
+	})
+	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+		n := len(runs)
+		rid, org, wf, def, in, trig := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		ver := make([]int64, n)
+		for i, r := range runs {
+			rid[i], org[i], wf[i], ver[i] = r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion
+			def[i], in[i], trig[i] = string(r.Definition), string(r.Input), string(r.Trigger)
+			ids[i] = r.ID
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger)
+			SELECT id, org, wf, ver, def::jsonb, input::jsonb, 'queued', trig::jsonb
+			FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(id, org, wf, ver, def, input, trig)`,
+			rid, org, wf, ver, def, in, trig); err != nil {
+			return fmt.Errorf("insert runs: %w", err)
+		}
+		if len(keyed) > 0 {
+			lost, err := e.insertKeys(ctx, tx, runs, keys, keyed)
+			if err != nil {
+				return err
+			}
+			var drop []string
+			for i, winner := range lost {
+				ids[i] = winner
+				drop = append(drop, runs[i].ID)
+			}
+			if len(drop) > 0 {
+				if _, err := tx.Exec(ctx, `DELETE FROM runs WHERE id = ANY($1)`, drop); err != nil {
+					return fmt.Errorf("drop runs whose key was taken: %w", err)
+				}
+			}
+		}
+		jobs := make([]river.InsertManyParams, 0, n)
+		for i, r := range runs {
+			if ids[i] == r.ID {
+				jobs = append(jobs, river.InsertManyParams{Args: e.args(ctx, r.ID)})
+			}
+		}
+		if len(jobs) > 0 {
+			if _, err := e.river.InsertManyTx(ctx, tx, jobs); err != nil {
+				return fmt.Errorf("insert jobs: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dispatch many: %w", err)
+	}
+	return ids, nil
+}
+
+// insertKeys inserts the idempotency records of runs[keyed...]; a key older than 24 h is
+// taken over, a fresh one is the earlier start's. A key a concurrent start holds (committed before this statement got
+// its row lock) is lost: the result maps each such run's index to the winner's run id.
+func (e *Engine) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, keyed []int) (map[int]string, error) {
+	org, key, rid := make([]string, len(keyed)), make([]string, len(keyed)), make([]string, len(keyed))
+	for j, i := range keyed {
+		org[j], key[j], rid[j] = runs[i].OrganizationID, keys[i], runs[i].ID
+	}
+	rows, err := tx.Query(ctx, `INSERT INTO idempotency_keys (organization_id, key, run_id)
+		SELECT org, key, rid FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(org, key, rid, n) ORDER BY n
+		ON CONFLICT (organization_id, key) DO UPDATE SET run_id = excluded.run_id, created_at = now()
+		WHERE idempotency_keys.created_at < now() - interval '24 hours'
+		RETURNING run_id`, org, key, rid)
+	if err != nil {
+		return nil, fmt.Errorf("insert idempotency keys: %w", err)
+	}
+	won, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("insert idempotency keys: %w", err)
+	}
+	if len(won) == len(keyed) {
+		return nil, nil
+	}
+	stored := make(map[string]bool, len(won))
+	for _, id := range won {
+		stored[id] = true
+	}
+	var lostOrg, lostKey []string
+	lostIdx := map[[2]string]int{}
+	for _, i := range keyed {
+		if !stored[runs[i].ID] {
+			lostOrg, lostKey = append(lostOrg, runs[i].OrganizationID), append(lostKey, keys[i])
+			lostIdx[[2]string{runs[i].OrganizationID, keys[i]}] = i
+		}
+	}
+	// A new statement sees the winners' commits (read committed).
+	rows, err = tx.Query(ctx, `SELECT i.organization_id, i.key, i.run_id FROM idempotency_keys i
+		JOIN unnest($1::text[], $2::text[]) AS k(org, key) ON i.organization_id = k.org AND i.key = k.key`, lostOrg, lostKey)
+	if err != nil {
+		return nil, fmt.Errorf("read idempotency keys: %w", err)
+	}
+	lost := make(map[int]string, len(lostIdx))
+	var o, k, id string
+	if _, err := pgx.ForEachRow(rows, []any{&o, &k, &id}, func() error {
+		if i, ok := lostIdx[[2]string{o, k}]; ok {
+			lost[i] = id
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read idempotency keys: %w", err)
+	}
+	if len(lost) != len(lostIdx) {
+		return nil, fmt.Errorf("read idempotency keys: %w", errDuplicateKey)
+	}
+	return lost, nil
+}
+
+// RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired idempotency key names, or
+// "", in one query.
+func (e *Engine) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error) {
+	out := make([]string, len(keys))
+	if len(keys) == 0 {
+		return out, nil
+	}
+	rows, err := e.pool.Query(ctx, `SELECT k.n, i.run_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(org, key, n)
+		JOIN idempotency_keys i ON i.organization_id = k.org AND i.key = k.key
+		AND i.created_at >= now() - interval '24 hours'`, orgs, keys)
+	if err != nil {
+		return nil, fmt.Errorf("read idempotency keys: %w", err)
+	}
+	var (
+		n  int64
+		id string
+	)
+	if _, err := pgx.ForEachRow(rows, []any{&n, &id}, func() error {
+		if n >= 1 && int(n) <= len(out) {
+			out[n-1] = id
+		}
+		return nil
+	}); err != nil {
+		return nil, fmt.Errorf("read idempotency keys: %w", err)
+	}
+	return out, nil
+}
+
