@@ -202,4 +202,3 @@ func (e *Engine) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string
 	}
 	return out, nil
 }
-

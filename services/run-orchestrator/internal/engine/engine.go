@@ -326,4 +326,3 @@ func (e *Engine) isStopping() bool {
 		return false
 	}
 }
-

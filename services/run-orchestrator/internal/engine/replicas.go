@@ -224,4 +224,3 @@ func (e *Engine) writeNow(ctx context.Context, tx pgx.Tx, l *locked, o *run.Outc
 	}
 	return e.jobWrites(ctx, tx, l.run, o, nil)
 }
-

@@ -105,19 +105,19 @@ const (
 // row is stored with; the other kinds carry the sequence of the latest attempt change before
 // them.
 type Change struct {
-	Kind                       string
-	Seq                        int64
-	RunID, OrganizationID      string
-	WorkflowID                 string
-	Status                     Status          `json:",omitempty"`
-	BlockID, AttemptID         string          `json:",omitempty"`
-	Attempt                    int             `json:",omitempty"`
-	AttemptStatus              string          `json:",omitempty"`
-	Error                      json.RawMessage `json:",omitempty"`
-	OutputBytes                int             `json:",omitempty"`
-	Wait                       *Wait           `json:",omitempty"`
-	RetryAt                    time.Time       `json:",omitzero"`
-	At                         time.Time
+	Kind                  string
+	Seq                   int64
+	RunID, OrganizationID string
+	WorkflowID            string
+	Status                Status          `json:",omitempty"`
+	BlockID, AttemptID    string          `json:",omitempty"`
+	Attempt               int             `json:",omitempty"`
+	AttemptStatus         string          `json:",omitempty"`
+	Error                 json.RawMessage `json:",omitempty"`
+	OutputBytes           int             `json:",omitempty"`
+	Wait                  *Wait           `json:",omitempty"`
+	RetryAt               time.Time       `json:",omitzero"`
+	At                    time.Time
 }
 
 // touch returns the state of block id and records that it changed.
