@@ -28,6 +28,7 @@ type Definition struct {
 	// every pending block on every step, which a scan of all edges makes quadratic.
 	byID     map[string]int
 	incoming map[string][]Edge
+	outgoing map[string][]string
 }
 
 // ParseDefinition reads a definition's JSON form (contract §2). Numbers stay json.Number so
@@ -54,11 +55,13 @@ func ParseDefinition(raw []byte) (Definition, error) {
 		d.byID[b.ID] = i
 	}
 	d.incoming = make(map[string][]Edge, len(d.Blocks))
+	d.outgoing = make(map[string][]string, len(d.Blocks))
 	for _, e := range d.Edges {
 		if !seen[e.From] || !seen[e.To] {
 			return Definition{}, fmt.Errorf("parse definition: edge %s -> %s names a missing block", e.From, e.To)
 		}
 		d.incoming[e.To] = append(d.incoming[e.To], e)
+		d.outgoing[e.From] = append(d.outgoing[e.From], e.To)
 	}
 	return d, nil
 }

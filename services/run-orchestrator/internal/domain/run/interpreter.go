@@ -267,14 +267,8 @@ func (in *Interpreter) begin(r *Run, block Block, n int, o *Outcome, now time.Ti
 // of the blocks that succeeded, run.id and workflow.id. Raw params (x-expression) and
 // trigger.manual's input_schema are kept as they are; the first param that fails is the error.
 func (in *Interpreter) Resolve(r *Run, block Block) (params, scope map[string]any, err error) {
-	steps := make(map[string]any, len(r.State.Blocks))
-	for id, b := range r.State.Blocks {
-		if b.Status == BlockSucceeded {
-			steps[id] = map[string]any{"output": r.State.output(id, b)}
-		}
-	}
 	scope = map[string]any{
-		"input": r.Input, "steps": steps,
+		"input": r.Input, "steps": r.State.scopeSteps(),
 		"run": map[string]any{"id": r.ID}, "workflow": map[string]any{"id": r.WorkflowID},
 	}
 	conn := in.connectors[block.Type]
@@ -317,7 +311,6 @@ func (in *Interpreter) succeeded(r *Run, ev Succeeded, o *Outcome) {
 func succeed(r *Run, o *Outcome, block string, output json.RawMessage, now time.Time) {
 	bs := o.touch(r, block)
 	bs.Status, bs.Output, bs.Wait = BlockSucceeded, output, nil
-	delete(r.State.decoded, block)
 	endAttempt(r, o, block, "succeeded", output, nil, now)
 }
 

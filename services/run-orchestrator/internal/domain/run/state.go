@@ -73,17 +73,24 @@ const (
 	WaitSignal = "signal"
 )
 
-// State is the interpreter state of a run: one entry per block that left pending.
+// State is the interpreter state of a run: one entry per block that left pending. Besides the
+// blocks it keeps two caches that make a step's cost independent of the run's size: the
+// template scope's steps.<id> entries, and the blocks Advance must look at again.
 type State struct {
 	Blocks map[string]*BlockState `json:"blocks"`
-	// decoded caches the blocks' outputs decoded for templates; outputs never change once a
-	// block has succeeded.
-	decoded map[string]any
+	// steps is the scope's steps map ({"output": decoded output} of every block that
+	// succeeded); stale lists the blocks changed since it was brought up to date. nil: build.
+	steps map[string]any
+	stale map[string]bool
+	// recheck lists the blocks changed since Advance last ran; tracked says Advance has seen
+	// every block since (false: it looks at all of them).
+	recheck map[string]bool
+	tracked bool
 }
 
 // NewState is the state of a run no block of which has started.
 func NewState() State {
-	return State{Blocks: map[string]*BlockState{}, decoded: map[string]any{}}
+	return State{Blocks: map[string]*BlockState{}}
 }
 
 // ParseState reads a state stored as one JSON document (the form runs.state had before
@@ -99,24 +106,38 @@ func ParseState(raw []byte) (State, error) {
 	if s.Blocks == nil {
 		s.Blocks = map[string]*BlockState{}
 	}
-	s.decoded = map[string]any{}
 	return s, nil
 }
 
-// Block returns the state of id, creating a pending one.
+// Block returns the state of id for a change, creating a pending one.
 func (s *State) Block(id string) *BlockState {
 	b, ok := s.Blocks[id]
 	if !ok {
 		b = &BlockState{}
 		s.Blocks[id] = b
 	}
+	s.changed(id)
 	return b
 }
 
 // Put replaces the state of id, as storage read it.
 func (s *State) Put(id string, b *BlockState) {
 	s.Blocks[id] = b
-	delete(s.decoded, id)
+	s.changed(id)
+}
+
+// changed notes that block id may have changed, for the caches.
+func (s *State) changed(id string) {
+	if s.recheck == nil {
+		s.recheck = map[string]bool{}
+	}
+	s.recheck[id] = true
+	if s.steps != nil {
+		if s.stale == nil {
+			s.stale = map[string]bool{}
+		}
+		s.stale[id] = true
+	}
 }
 
 // status is the status of id without creating an entry.
@@ -159,15 +180,37 @@ func (s *State) Output(d Definition) map[string]json.RawMessage {
 	return out
 }
 
-// output is the decoded output of a block that succeeded, for templates.
-func (s *State) output(id string, b *BlockState) any {
-	if s.decoded == nil {
-		s.decoded = map[string]any{}
+// scopeSteps is the template scope's steps map: {"output": decoded output} of every block
+// that succeeded. It is kept up to date block by block, never rebuilt whole after the first
+// use; readers must not change it.
+func (s *State) scopeSteps() map[string]any {
+	if s.steps == nil {
+		s.steps = make(map[string]any, len(s.Blocks))
+		for id, b := range s.Blocks {
+			if b.Status == BlockSucceeded {
+				s.steps[id] = stepScope(b)
+			}
+		}
+		s.stale = nil
+		return s.steps
 	}
-	out, ok := s.decoded[id]
-	if !ok {
-		_ = json.Unmarshal(b.Output, &out)
-		s.decoded[id] = out
+	s.refresh()
+	return s.steps
+}
+
+func (s *State) refresh() {
+	for id := range s.stale {
+		if b, ok := s.Blocks[id]; ok && b.Status == BlockSucceeded {
+			s.steps[id] = stepScope(b)
+		} else {
+			delete(s.steps, id)
+		}
 	}
-	return out
+	s.stale = nil
+}
+
+func stepScope(b *BlockState) map[string]any {
+	var out any
+	_ = json.Unmarshal(b.Output, &out)
+	return map[string]any{"output": out}
 }
