@@ -19,9 +19,11 @@ import (
 	"svc.dev/libs/wire"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
 	"svc.dev/services/run-orchestrator/internal/adapters/editorclient"
+	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
+	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
+	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/app"
-	"svc.dev/services/run-orchestrator/internal/engine"
 	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
 	"svc.dev/services/run-orchestrator/internal/ports/rpc"
 	"svc.dev/services/run-orchestrator/migrations"
@@ -57,8 +59,8 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		EditorURL:           r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
 		AllowPrivateNetwork: r.OneOf("SVC_HTTP_ALLOW_PRIVATE", "0", "0", "1") == "1",
 		Workers:             r.Int("SVC_ORCHESTRATOR_WORKERS", 100, 1, 10000),
-		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", engine.DefaultHeartbeat),
-		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", engine.DefaultDeadAfter),
+		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", replicas.DefaultHeartbeat),
+		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
 		Base:                boot.ReadConfig(r, needs()),
 	}
 	err := r.Err()
@@ -81,7 +83,7 @@ func ReplicaID() string {
 // Application is a started run-orchestrator.
 type Application struct {
 	base    *boot.Base
-	engine  *engine.Engine
+	engine  *engine
 	addr    string
 	handler http.Handler
 }
@@ -89,7 +91,7 @@ type Application struct {
 // NewApplication connects the stores, applies migrations (ours with goose, River's with its
 // migrator), starts the engine and assembles the HTTP surface.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
-	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: engine.Schema, Migrations: migrations.FS, Needs: needs(),
+	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: runstore.Schema, Migrations: migrations.FS, Needs: needs(),
 		// River's fetchers and workers and the API share the pool: pgx's default of 4
 		// connections made every dispatch queue behind running steps.
 		MaxConns: 32}, log)
@@ -101,16 +103,16 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 			base.Close()
 		}
 	}()
-	eng, err := engine.New(ctx, base.Pool, engine.Config{
+	eng, err := newEngine(ctx, base.Pool, engineConfig{
 		Replica: ReplicaID(),
-		Workers: cfg.Workers, HTTP: engine.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
+		Workers: cfg.Workers, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
 		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator,
 	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
 	}
-	if err := eng.Start(ctx); err != nil {
+	if err := eng.start(ctx); err != nil {
 		return nil, err
 	}
 	hc := httpclient.New(httpclient.Config{Peer: "workflow-editor", BaseURL: cfg.EditorURL, Timeout: 5 * time.Second,
@@ -131,10 +133,10 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 }
 
 // Replica is this process's replica id (replicas.id, step_attempts.replica).
-func (a *Application) Replica() string { return a.engine.Replica() }
+func (a *Application) Replica() string { return a.engine.replica }
 
 // Stopping is closed when the engine begins to shut down (Run's end, or Close).
-func (a *Application) Stopping() <-chan struct{} { return a.engine.Stopping() }
+func (a *Application) Stopping() <-chan struct{} { return a.engine.queue.Stopping() }
 
 // Handler is the whole HTTP surface, for tests that serve it themselves.
 func (a *Application) Handler() http.Handler { return a.handler }
@@ -145,13 +147,13 @@ func (a *Application) Run(ctx context.Context) error {
 	err := a.base.Serve(ctx, a.addr, a.handler)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
-	return errors.Join(err, a.engine.Stop(stopCtx))
+	return errors.Join(err, a.engine.stop(stopCtx))
 }
 
 // Close stops the engine (if Run did not) and releases the stores.
 func (a *Application) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	_ = a.engine.Stop(ctx)
+	_ = a.engine.stop(ctx)
 	a.base.Close()
 }

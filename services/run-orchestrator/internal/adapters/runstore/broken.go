@@ -1,16 +1,14 @@
-package engine
+package runstore
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
@@ -23,39 +21,23 @@ import (
 // brokenCode is the error code of the attempt that records why a run could not go on.
 const brokenCode = "run_unreadable"
 
-// brokenRunError is a stored run that cannot be read: retrying its job cannot help.
-type brokenRunError struct{ err error }
+// BrokenRunError is a stored run that cannot be read: retrying its job cannot help (the
+// worker fails the run with FailJob).
+type BrokenRunError struct{ Err error }
 
-func (e *brokenRunError) Error() string { return "run cannot be read: " + e.err.Error() }
-func (e *brokenRunError) Unwrap() error { return e.err }
+func (e *BrokenRunError) Error() string { return "run cannot be read: " + e.Err.Error() }
+func (e *BrokenRunError) Unwrap() error { return e.Err }
 
-// jobRetryDelay is the pause before try attempt+1 of a run's job.
-func jobRetryDelay(attempt int) time.Duration {
-	d := time.Second << min(max(attempt-1, 0), 6)
-	return min(d, time.Minute)
-}
-
-// driveSafely is drive with a panic turned into the job's error.
-func (e *Engine) driveSafely(ctx context.Context, job *river.Job[runArgs]) (err error) {
-	defer func() {
-		if p := recover(); p != nil {
-			e.log.Error("run job panicked", "run_id", job.Args.RunID, "panic", p, "stack", string(debug.Stack()))
-			err = fmt.Errorf("engine panic: %v", p)
-		}
-	}()
-	return e.drive(ctx, job)
-}
-
-// failJob fails the run of job with cause and completes the job, unless the job no longer
+// FailJob fails the run of job with cause and completes the job, unless the job no longer
 // holds the run (another replica's sweeper took it over) or the run has already ended.
-func (e *Engine) failJob(ctx context.Context, job *river.Job[runArgs], cause error) error {
-	_, err := e.update(ctx, job.Args.RunID, job, newRunCache(), func(ctx context.Context, tx pgx.Tx, l *locked) (run.Outcome, error) {
-		o, err := e.failBroken(ctx, tx, l, cause, run.StatusFailed)
+func (s *Store) FailJob(ctx context.Context, job *Job, cause error) error {
+	_, err := s.Update(ctx, job.RunID, job, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+		o, err := s.failBroken(ctx, tx, l, cause, run.StatusFailed)
 		o.CompleteJob = true
 		return o, err
 	})
 	if errors.Is(err, run.ErrNotFound) {
-		return pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error { return e.complete(ctx, tx, job) })
+		return s.CompleteJob(ctx, job)
 	}
 	return err
 }
@@ -64,7 +46,7 @@ func (e *Engine) failJob(ctx context.Context, job *river.Job[runArgs], cause err
 // run): attempts still running end, one more failed attempt (on the trigger block, where the
 // run starts) carries the reason, and the run ends failed with it, or cancelled when a cancel
 // is what ends it. A terminal run is left as it is. The outcome holds the changes to publish.
-func (e *Engine) failBroken(ctx context.Context, tx pgx.Tx, l *locked, cause error, status run.Status) (run.Outcome, error) {
+func (s *Store) failBroken(ctx context.Context, tx pgx.Tx, l *Locked, cause error, status run.Status) (run.Outcome, error) {
 	var o run.Outcome
 	if l.status.Terminal() {
 		return o, nil
@@ -112,13 +94,13 @@ func (e *Engine) failBroken(ctx context.Context, tx pgx.Tx, l *locked, cause err
 		if _, err := tx.Exec(ctx, `INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, replica, seq, started_at, finished_at, error)
 			VALUES ($1, $2, $3, $4, (SELECT coalesce(max(attempt), 0) + 1 FROM step_attempts WHERE run_id = $2 AND block_id = $3),
 				'failed', $5, $6, now(), now(), $7)`,
-			id, r.ID, blockID, typ, e.cfg.Replica, seq, string(errJSON)); err != nil {
+			id, r.ID, blockID, typ, s.replica, seq, string(errJSON)); err != nil {
 			return o, fmt.Errorf("insert attempt: %w", err)
 		}
 		change(run.Change{Kind: run.ChangeAttemptFinished, Seq: seq, BlockID: blockID, AttemptID: id, AttemptStatus: "failed", Error: errJSON})
 		b, _ := json.Marshal(map[string]any{"block_id": blockID, "message": msg})
 		runErr = jsonText(b)
-		e.log.Error("run failed: the engine cannot go on with it", "run_id", r.ID, "err", cause)
+		s.log.Error("run failed: the engine cannot go on with it", "run_id", r.ID, "err", cause)
 	}
 	if _, err := tx.Exec(ctx, `UPDATE runs SET status = $2, change_seq = $3, error = $4, updated_at = now(), finished_at = now(),
 		started_at = coalesce(started_at, now()) WHERE id = $1`, r.ID, string(status), seq, runErr); err != nil {
@@ -157,9 +139,9 @@ func runningAttempts(ctx context.Context, tx pgx.Tx, runID, blockID string) ([]s
 
 // readable is the message a run's reader gets for cause.
 func readable(cause error) string {
-	var broken *brokenRunError
+	var broken *BrokenRunError
 	if errors.As(cause, &broken) {
-		cause = broken.err
+		cause = broken.Err
 	}
 	return "the run cannot go on: " + cause.Error()
 }

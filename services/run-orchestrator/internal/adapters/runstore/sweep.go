@@ -1,10 +1,9 @@
-package engine
+package runstore
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -13,80 +12,16 @@ import (
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// Crash safety (ARCHITECTURE §4). Every replica registers in `replicas` before River starts
-// fetching and refreshes its heartbeat every Config.Heartbeat; one whose heartbeat (database
-// clock) is older than Config.DeadAfter, or that has no row at all, is dead. Every replica
-// runs a sweeper every Config.SweepEvery, serialized by a transaction-level advisory lock: it
-// finds runs that a dead replica holds (a running attempt that is not parked in a wait, or a
-// running River job it fetched last) and, under the run's row lock, marks those attempts
-// `lost`, puts their blocks back to pending, finalizes the dead replica's River job and
-// inserts a fresh one in the same commit, so the run continues on a live replica at once.
-//
-// River's own rescuer never touches these jobs: the worker's Timeout is -1 (no job timeout),
-// and River's rescuer ignores running jobs without a timeout whatever RescueStuckJobsAfter
-// says (maintenance/job_rescuer.go, makeRetryDecision). So there is one recovery path, ours.
-//
-// Fencing: a replica that was declared dead but still runs (a long pause, a partition) must
-// not apply anything. Every write the worker makes checks, under the run's row lock, that its
-// River job is still `running`; the sweeper finalizes that job under the same lock, so a
-// zombie's result is dropped and a live replica never runs the same attempt twice.
-
-// Defaults of the crash-safety settings.
-const (
-	DefaultHeartbeat = time.Second
-	DefaultDeadAfter = 5 * time.Second
-)
-
-// lostCode is the error code of attempts a crashed replica lost.
-const lostCode = "lost"
-
 // forgetReplicasAfter is how long a dead replica's row stays for inspection.
 const forgetReplicasAfter = time.Hour
 
-func (e *Engine) heartbeat(ctx context.Context) error {
-	host, _ := os.Hostname()
-	_, err := e.pool.Exec(ctx, `INSERT INTO replicas (id, host, pid) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, e.cfg.Replica, host, os.Getpid())
-	if err != nil {
-		return fmt.Errorf("heartbeat: %w", err)
-	}
-	return nil
-}
-
-// deregister removes the replica's row: whatever it still holds is swept at once.
-func (e *Engine) deregister(ctx context.Context) error {
-	_, err := e.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, e.cfg.Replica)
-	return err
-}
-
-// background runs the heartbeat and the sweeper until ctx ends.
-func (e *Engine) background(ctx context.Context) {
-	beat := time.NewTicker(e.cfg.Heartbeat)
-	defer beat.Stop()
-	sweep := time.NewTicker(e.cfg.SweepEvery)
-	defer sweep.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-beat.C:
-			if err := e.heartbeat(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("replica heartbeat failed", "replica", e.cfg.Replica, "err", err)
-			}
-		case <-sweep.C:
-			if _, err := e.Sweep(ctx); err != nil && ctx.Err() == nil {
-				e.log.Warn("sweep of dead replicas failed", "err", err)
-			}
-		}
-	}
-}
-
-// Sweep recovers the runs dead replicas hold and returns how many attempts it marked lost.
-// Replicas call it every SweepEvery; only one sweeps at a time (the others skip the round).
-func (e *Engine) Sweep(ctx context.Context) (int, error) {
+// Sweep recovers the runs that replicas without a heartbeat for deadAfter hold, and returns how
+// many attempts it marked lost. Every replica calls it every SweepEvery; only one sweeps at a
+// time (the others skip the round).
+func (s *Store) Sweep(ctx context.Context, deadAfter time.Duration) (int, error) {
 	lost := 0
 	var done []sweptRun
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		lost, done = 0, nil
 		var got bool
 		if err := tx.QueryRow(ctx, `SELECT pg_try_advisory_xact_lock($1)`, pgdb.LockID("orchestrator:sweep")).Scan(&got); err != nil {
@@ -95,7 +30,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 		if !got {
 			return nil
 		}
-		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE heartbeat_at > now() - $1::interval`, e.cfg.DeadAfter.String())
+		rows, err := tx.Query(ctx, `SELECT id FROM replicas WHERE heartbeat_at > now() - $1::interval`, deadAfter.String())
 		if err != nil {
 			return fmt.Errorf("live replicas: %w", err)
 		}
@@ -121,7 +56,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 			return err
 		}
 		for _, id := range runIDs {
-			n, o, err := e.recover(ctx, tx, id, live)
+			n, o, err := s.recover(ctx, tx, id, live)
 			if err != nil {
 				return err
 			}
@@ -135,7 +70,7 @@ func (e *Engine) Sweep(ctx context.Context) (int, error) {
 	})
 	if err == nil {
 		for _, d := range done {
-			e.after(d.runID, &d.outcome)
+			s.after(d.runID, &d.outcome)
 		}
 	}
 	return lost, err
@@ -148,7 +83,7 @@ type sweptRun struct {
 
 // recover hands one run held by dead replicas back: their attempts in flight become lost,
 // their blocks pending, their jobs finalized, and a fresh job continues the run.
-func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []string) (int, run.Outcome, error) {
+func (s *Store) recover(ctx context.Context, tx pgx.Tx, runID string, live []string) (int, run.Outcome, error) {
 	var none run.Outcome
 	// A run locked by a live worker right now is looked at again in the next round.
 	var skip string
@@ -178,7 +113,7 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 		return 0, none, err
 	}
 	if l.broken != nil {
-		o, err := e.failBroken(ctx, tx, l, l.broken, run.StatusFailed)
+		o, err := s.failBroken(ctx, tx, l, l.broken, run.StatusFailed)
 		return 0, o, err
 	}
 	// Running attempts of dead replicas that are not parked in a wait.
@@ -200,27 +135,27 @@ func (e *Engine) recover(ctx context.Context, tx pgx.Tx, runID string, live []st
 		return 0, none, nil // someone else moved it meanwhile
 	}
 	for _, a := range attempts {
-		e.log.Warn("attempt lost", "run_id", runID, "block_id", a.Block, "attempt_id", a.AttemptID, "replica", a.Replica)
+		s.log.Warn("attempt lost", "run_id", runID, "block_id", a.Block, "attempt_id", a.AttemptID, "replica", a.Replica)
 	}
-	o, err := e.interp.Apply(l.run, run.AttemptsLost{Attempts: attempts, DeadJobs: jobs, Now: time.Now()})
+	o, err := s.interp.Apply(l.run, run.AttemptsLost{Attempts: attempts, DeadJobs: jobs, Now: time.Now()})
 	if err != nil {
 		return 0, none, err
 	}
-	if err := e.writeNow(ctx, tx, l, &o); err != nil {
+	if err := s.writeNow(ctx, tx, l, &o); err != nil {
 		return 0, none, err
 	}
-	e.log.Info("run recovered from a dead replica", "run_id", runID, "lost_attempts", len(attempts), "jobs_finalized", len(jobs))
+	s.log.Info("run recovered from a dead replica", "run_id", runID, "lost_attempts", len(attempts), "jobs_finalized", len(jobs))
 	return len(attempts), o, nil
 }
 
 // writeNow makes o's writes in tx at once (a transaction that is not a job's: the sweeper's).
-func (e *Engine) writeNow(ctx context.Context, tx pgx.Tx, l *locked, o *run.Outcome) error {
+func (s *Store) writeNow(ctx context.Context, tx pgx.Tx, l *Locked, o *run.Outcome) error {
 	b := &pgx.Batch{}
-	if _, err := e.queueWrites(b, l, o); err != nil {
+	if _, err := s.queueWrites(b, l, o); err != nil {
 		return err
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write run %s: %w", l.run.ID, err)
 	}
-	return e.jobWrites(ctx, tx, l.run, o, nil)
+	return s.jobWrites(ctx, tx, l.run, o, nil)
 }

@@ -1,4 +1,8 @@
-package engine
+// Package runstore is the engine's Postgres adapter: the transaction on a run that locks it,
+// reads what changed, applies one event with the domain's interpreter, writes the decisions
+// and commits, then hands the run's changes to the event feed; dispatch (runs, idempotency
+// keys, first jobs); signals, cancel and timers' wakes; the sweep of dead replicas' runs.
+package runstore
 
 import (
 	"context"
@@ -8,8 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/rivertype"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"log/slog"
 
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
@@ -19,24 +23,74 @@ import (
 // state is one row per block (run_blocks); a step writes the rows it changed, and a worker
 // that keeps its run between transactions reads back only the rows others wrote since.
 
-// runCache is what a worker keeps of its run between its transactions: the run as last read
+// Schema is where the engine's tables and River's live.
+const Schema = "orchestrator"
+
+// Jobs is the job queue, written in the run's own transaction (River's tables share the
+// database): Insert queues one job per run id (repeat an id for more), due at at (zero: now);
+// CancelAll cancels every unfinished job of a run; Complete completes the acting job.
+type Jobs interface {
+	Insert(ctx context.Context, tx pgx.Tx, runIDs []string, at time.Time) error
+	CancelAll(ctx context.Context, tx pgx.Tx, runID string) error
+	Complete(ctx context.Context, tx pgx.Tx, job *Job) error
+}
+
+// Job is the queue job a worker drives a run in. Handle is the queue's own value for it.
+type Job struct {
+	ID     int64
+	RunID  string
+	Try    int
+	Handle any
+}
+
+// Publisher is the feed of run changes: Publish gets the changes of one commit, in order, once
+// the commit has succeeded. It must not block.
+type Publisher interface {
+	Publish(changes []run.Change)
+}
+
+// Timers arms in-process timers for waits due soon (a wait's end wakes the run with Wake).
+type Timers interface {
+	Arm(runID, blockID string, at time.Time)
+}
+
+// Store is the engine's Postgres adapter.
+type Store struct {
+	pool    *pgxpool.Pool
+	interp  *run.Interpreter
+	jobs    Jobs
+	events  Publisher
+	timers  Timers
+	replica string
+	log     *slog.Logger
+}
+
+// New builds the store. replica names this process in step_attempts.replica.
+func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs Jobs, events Publisher, timers Timers, replica string, log *slog.Logger) *Store {
+	if pool == nil || interp == nil || jobs == nil || events == nil || timers == nil || log == nil {
+		panic("runstore: New needs every dependency")
+	}
+	return &Store{pool: pool, interp: interp, jobs: jobs, events: events, timers: timers, replica: replica, log: log}
+}
+
+// Cache is what a worker keeps of its run between its transactions: the run as last read
 // or written, and the runs.state_rev that reflects (-1: read everything again).
-type runCache struct {
+type Cache struct {
 	run *run.Run
 	rev int64
 }
 
-func newRunCache() *runCache { return &runCache{rev: -1} }
+func NewCache() *Cache { return &Cache{rev: -1} }
 
-func (c *runCache) reset() { c.run, c.rev = nil, -1 }
+func (c *Cache) reset() { c.run, c.rev = nil, -1 }
 
 // locked is a run locked for update in a transaction. broken says why its stored parts
 // cannot be read (its definition, input or a block's row): such a run can still be cancelled
 // or failed, never advanced; run then holds what could be read (id, organization, status).
-type locked struct {
+type Locked struct {
 	run      *run.Run
 	broken   error
-	status   run.Status // as locked
+	status   run.Status // as Locked
 	seq, rev int64
 	jobState *string
 }
@@ -66,7 +120,7 @@ type blockRow struct {
 // (the sweeper finalizes a dead replica's job under the same row lock: that fences its
 // worker off), and the block rows written since c's revision. Batched after the lock, the
 // block read sees everything committed before the lock was granted.
-func queueLock(b *pgx.Batch, runID string, jobID int64, c *runCache, dst *lockRow) {
+func queueLock(b *pgx.Batch, runID string, jobID int64, c *Cache, dst *lockRow) {
 	if c.run != nil {
 		b.Queue(`SELECT r.status, r.change_seq, r.state_rev, (SELECT j.state::text FROM river_job j WHERE j.id = $2)
 			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, runID, jobID).
@@ -97,8 +151,8 @@ func queueLock(b *pgx.Batch, runID string, jobID int64, c *runCache, dst *lockRo
 
 // locked turns the rows read into the run, through c (which keeps the parts that never
 // change parsed, and the blocks).
-func (row *lockRow) locked(runID string, c *runCache) *locked {
-	l := &locked{status: row.status, seq: row.seq, rev: row.stateRev, jobState: row.jobState}
+func (row *lockRow) locked(runID string, c *Cache) *Locked {
+	l := &Locked{status: row.status, seq: row.seq, rev: row.stateRev, jobState: row.jobState}
 	if c.run == nil {
 		r := &run.Run{ID: runID, OrganizationID: row.org, WorkflowID: row.workflowID, State: run.NewState()}
 		var err error
@@ -152,29 +206,29 @@ func (br blockRow) state() (*run.BlockState, error) {
 }
 
 // lockRun locks a run for update in tx and reads all of it (one round trip).
-func lockRun(ctx context.Context, tx pgx.Tx, runID string) (*locked, error) {
+func lockRun(ctx context.Context, tx pgx.Tx, runID string) (*Locked, error) {
 	var row lockRow
 	b := &pgx.Batch{}
-	queueLock(b, runID, 0, newRunCache(), &row)
+	queueLock(b, runID, 0, NewCache(), &row)
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, run.ErrNotFound
 		}
 		return nil, fmt.Errorf("lock run %s: %w", runID, err)
 	}
-	return row.locked(runID, newRunCache()), nil
+	return row.locked(runID, NewCache()), nil
 }
 
 // fencedOff reports whether the job no longer holds its run (it is not running in River's
 // table any more).
-func (l *locked) fencedOff() bool {
-	return l.jobState == nil || *l.jobState != string(rivertype.JobStateRunning)
+func (l *Locked) fencedOff() bool {
+	return l.jobState == nil || *l.jobState != "running"
 }
 
 // queueWrites queues the writes of outcome o on the locked run l into b: attempts begun and
 // ended, the blocks that changed, waits, a consumed signal and the run's row. It returns the
 // run's new state revision (l.rev when nothing changed).
-func (e *Engine) queueWrites(b *pgx.Batch, l *locked, o *run.Outcome) (int64, error) {
+func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, error) {
 	r := l.run
 	for _, st := range o.Begun {
 		params, err := json.Marshal(st.Params)
@@ -183,7 +237,7 @@ func (e *Engine) queueWrites(b *pgx.Batch, l *locked, o *run.Outcome) (int64, er
 		}
 		b.Queue(`INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_at)
 			VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, now())`,
-			st.ID, r.ID, st.Block.ID, st.Block.Type, st.Attempt, string(params), e.cfg.Replica, st.Seq)
+			st.ID, r.ID, st.Block.ID, st.Block.Type, st.Attempt, string(params), s.replica, st.Seq)
 	}
 	for _, a := range o.Ended {
 		b.Queue(`UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, finished_at = now() WHERE id = $1`,
@@ -277,48 +331,81 @@ func jsonText(raw json.RawMessage) *string {
 	return &s
 }
 
-// jobWrites makes the River side of o in tx: jobs that continue the run, every job of the run
-// cancelled, the acting job completed. River's statements go at once.
-func (e *Engine) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome, job *river.Job[runArgs]) error {
+// jobWrites makes the queue's side of o in tx: jobs that continue the run, every job of the
+// run cancelled, the acting job completed.
+func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome, job *Job) error {
 	if o.NewJobs > 0 {
-		params := make([]river.InsertManyParams, o.NewJobs)
-		for i := range params {
-			params[i] = river.InsertManyParams{Args: e.args(ctx, r.ID)}
-			if !o.JobsAt.IsZero() {
-				params[i].InsertOpts = &river.InsertOpts{ScheduledAt: o.JobsAt}
-			}
+		ids := make([]string, o.NewJobs)
+		for i := range ids {
+			ids[i] = r.ID
 		}
-		if _, err := e.river.InsertManyTx(ctx, tx, params); err != nil {
+		if err := s.jobs.Insert(ctx, tx, ids, o.JobsAt); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 	}
 	if o.CancelJobs {
-		if err := e.cancelJobs(ctx, tx, r.ID); err != nil {
-			return err
+		if err := s.jobs.CancelAll(ctx, tx, r.ID); err != nil {
+			return fmt.Errorf("cancel jobs: %w", err)
 		}
 	}
 	if o.CompleteJob && job != nil {
-		return e.complete(ctx, tx, job)
+		if err := s.jobs.Complete(ctx, tx, job); err != nil {
+			return fmt.Errorf("complete job: %w", err)
+		}
 	}
 	return nil
 }
 
+// CompleteJob completes a job whose run is gone (runs cannot be deleted today).
+func (s *Store) CompleteJob(ctx context.Context, job *Job) error {
+	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.jobs.Complete(ctx, tx, job) })
+}
+
+// EventFunc is the event a job's worker applies, built on the locked run.
+type EventFunc func(r *run.Run) run.Event
+
+// ApplyJob applies the event ev builds to the run of job, in one transaction of Update: a run
+// that cannot be read is a *BrokenRunError (the worker fails it with FailJob). A signal wait
+// gets the oldest unconsumed signal of its name stored before it began, locked until the
+// commit, which it then consumes.
+func (s *Store) ApplyJob(ctx context.Context, job *Job, c *Cache, ev EventFunc) (run.Outcome, error) {
+	return s.Update(ctx, job.RunID, job, c, func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+		if l.broken != nil {
+			return run.Outcome{}, &BrokenRunError{l.broken}
+		}
+		event := ev(l.run)
+		if w, ok := event.(run.Suspended); ok && w.Wait.Kind == run.WaitSignal && !l.run.Status.Terminal() {
+			var sig run.Signal
+			err := tx.QueryRow(ctx, `SELECT id, name, payload FROM signals WHERE run_id = $1 AND name = $2 AND consumed_at IS NULL
+				ORDER BY created_at, id LIMIT 1 FOR UPDATE`, l.run.ID, w.Wait.Signal).Scan(&sig.ID, &sig.Name, &sig.Payload)
+			switch {
+			case err == nil:
+				w.Buffered = &sig
+				event = w
+			case !errors.Is(err, pgx.ErrNoRows):
+				return run.Outcome{}, fmt.Errorf("find a buffered signal: %w", err)
+			}
+		}
+		return s.interp.Apply(l.run, event)
+	})
+}
+
 // after is what follows a commit that carried o: the run's changes are published, the
 // timers of waits due soon armed.
-func (e *Engine) after(runID string, o *run.Outcome) {
+func (s *Store) after(runID string, o *run.Outcome) {
 	for _, w := range o.Armed {
 		if !w.Wait.WakeAt.IsZero() {
-			e.timers.arm(runID, w.Block, w.Wait.WakeAt)
+			s.timers.Arm(runID, w.Block, w.Wait.WakeAt)
 		}
 	}
 	if len(o.Changes) > 0 {
-		e.events.Publish(o.Changes)
+		s.events.Publish(o.Changes)
 	}
 }
 
-// updateFunc decides, in the run's transaction, what happens to the locked run. l.broken set
+// UpdateFunc decides, in the run's transaction, what happens to the locked run. l.broken set
 // means the run cannot be read; l.run then holds only its identity and status.
-type updateFunc func(ctx context.Context, tx pgx.Tx, l *locked) (run.Outcome, error)
+type UpdateFunc func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error)
 
 // update runs one transaction on run runID: lock, fn, writes, commit, then what follows the
 // commit. With a job, the job must still hold the run (fenced off: fn is not called and
@@ -327,14 +414,14 @@ type updateFunc func(ctx context.Context, tx pgx.Tx, l *locked) (run.Outcome, er
 // itself, go at once). It ignores ctx's cancellation: a result is recorded even when the run
 // was cancelled while its connector ran. A failed transaction empties c, whose run fn may
 // have changed in memory; the run gone is run.ErrNotFound.
-func (e *Engine) update(ctx context.Context, runID string, job *river.Job[runArgs], c *runCache, fn updateFunc) (o run.Outcome, err error) {
+func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn UpdateFunc) (o run.Outcome, err error) {
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {
 			c.reset()
 		}
 	}()
-	pc, err := e.pool.Acquire(ctx)
+	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return o, fmt.Errorf("acquire a connection: %w", err)
 	}
@@ -363,10 +450,10 @@ func (e *Engine) update(ctx context.Context, runID string, job *river.Job[runArg
 		o, err = fn(ctx, tx, l)
 		var rev int64
 		if err == nil && l.broken == nil {
-			rev, err = e.queueWrites(writes, l, &o)
+			rev, err = s.queueWrites(writes, l, &o)
 		}
 		if err == nil {
-			err = e.jobWrites(ctx, tx, l.run, &o, job)
+			err = s.jobWrites(ctx, tx, l.run, &o, job)
 		}
 		if err != nil {
 			rollback(ctx, conn)
@@ -385,6 +472,6 @@ func (e *Engine) update(ctx context.Context, runID string, job *river.Job[runArg
 		rollback(ctx, conn)
 		return run.Outcome{}, fmt.Errorf("write run %s: the commit left the connection in transaction state %q", runID, st)
 	}
-	e.after(runID, &o)
+	s.after(runID, &o)
 	return o, nil
 }

@@ -1,4 +1,4 @@
-package engine
+package runstore
 
 import (
 	"cmp"
@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
@@ -18,8 +18,8 @@ var errDuplicateKey = errors.New("idempotency key already used")
 // Dispatch stores the run, its idempotency record and its first job in one transaction: the
 // batch of one of DispatchMany. When a start under 24 h old already holds the key, nothing is
 // stored and that run's id comes back with deduplicated set.
-func (e *Engine) Dispatch(ctx context.Context, r run.NewRun, key string) (string, bool, error) {
-	ids, err := e.DispatchMany(ctx, []run.NewRun{r}, []string{key})
+func (s *Store) Dispatch(ctx context.Context, r run.NewRun, key string) (string, bool, error) {
+	ids, err := s.DispatchMany(ctx, []run.NewRun{r}, []string{key})
 	if err != nil {
 		return "", false, err
 	}
@@ -27,9 +27,9 @@ func (e *Engine) Dispatch(ctx context.Context, r run.NewRun, key string) (string
 }
 
 // RunForKey returns the run an idempotency key of org names, if the key is under 24 h old.
-func (e *Engine) RunForKey(ctx context.Context, org, key string) (string, error) {
+func (s *Store) RunForKey(ctx context.Context, org, key string) (string, error) {
 	var id string
-	err := e.pool.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE organization_id = $1 AND key = $2
+	err := s.pool.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE organization_id = $1 AND key = $2
 		AND created_at >= now() - interval '24 hours'`, org, key).Scan(&id)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", nil
@@ -42,7 +42,7 @@ func (e *Engine) RunForKey(ctx context.Context, org, key string) (string, error)
 // distinct. It returns, per run, the run that holds its key: runs[i].ID when it was stored, or
 // the run of a concurrent start that took the key first (that run is then not stored). Either
 // everything is stored or, on error, nothing.
-func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
+func (s *Store) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
 	if len(keys) != len(runs) {
 		return nil, fmt.Errorf("dispatch many: %d runs, %d keys", len(runs), len(keys))
 	}
@@ -68,7 +68,7 @@ func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []str
 	slices.SortFunc(keyed, func(a, b int) int {
 		return cmp.Or(cmp.Compare(runs[a].OrganizationID, runs[b].OrganizationID), cmp.Compare(keys[a], keys[b]))
 	})
-	err := pgx.BeginFunc(ctx, e.pool, func(tx pgx.Tx) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		n := len(runs)
 		rid, org, wf, def, in, trig := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		ver := make([]int64, n)
@@ -84,7 +84,7 @@ func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []str
 			return fmt.Errorf("insert runs: %w", err)
 		}
 		if len(keyed) > 0 {
-			lost, err := e.insertKeys(ctx, tx, runs, keys, keyed)
+			lost, err := s.insertKeys(ctx, tx, runs, keys, keyed)
 			if err != nil {
 				return err
 			}
@@ -99,14 +99,14 @@ func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []str
 				}
 			}
 		}
-		jobs := make([]river.InsertManyParams, 0, n)
+		jobs := make([]string, 0, n)
 		for i, r := range runs {
 			if ids[i] == r.ID {
-				jobs = append(jobs, river.InsertManyParams{Args: e.args(ctx, r.ID)})
+				jobs = append(jobs, r.ID)
 			}
 		}
 		if len(jobs) > 0 {
-			if _, err := e.river.InsertManyTx(ctx, tx, jobs); err != nil {
+			if err := s.jobs.Insert(ctx, tx, jobs, time.Time{}); err != nil {
 				return fmt.Errorf("insert jobs: %w", err)
 			}
 		}
@@ -121,7 +121,7 @@ func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []str
 // insertKeys inserts the idempotency records of runs[keyed...]; a key older than 24 h is
 // taken over, a fresh one is the earlier start's. A key a concurrent start holds (committed before this statement got
 // its row lock) is lost: the result maps each such run's index to the winner's run id.
-func (e *Engine) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, keyed []int) (map[int]string, error) {
+func (s *Store) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, keyed []int) (map[int]string, error) {
 	org, key, rid := make([]string, len(keyed)), make([]string, len(keyed)), make([]string, len(keyed))
 	for j, i := range keyed {
 		org[j], key[j], rid[j] = runs[i].OrganizationID, keys[i], runs[i].ID
@@ -177,12 +177,12 @@ func (e *Engine) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, k
 
 // RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired idempotency key names, or
 // "", in one query.
-func (e *Engine) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error) {
+func (s *Store) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error) {
 	out := make([]string, len(keys))
 	if len(keys) == 0 {
 		return out, nil
 	}
-	rows, err := e.pool.Query(ctx, `SELECT k.n, i.run_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(org, key, n)
+	rows, err := s.pool.Query(ctx, `SELECT k.n, i.run_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(org, key, n)
 		JOIN idempotency_keys i ON i.organization_id = k.org AND i.key = k.key
 		AND i.created_at >= now() - interval '24 hours'`, orgs, keys)
 	if err != nil {

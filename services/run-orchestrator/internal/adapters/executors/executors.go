@@ -1,4 +1,7 @@
-package engine
+// Package executors runs attempts: one executor per block type of the connector catalog. An
+// executor gets an attempt's resolved params and returns an output or a wait; it never
+// touches the run's storage (the engine records what it returns).
+package executors
 
 import (
 	"context"
@@ -21,7 +24,8 @@ type Call struct {
 	Input any
 	// Scope is the template scope: input, steps.<id>.output, run.id, workflow.id.
 	Scope map[string]any
-	eval  func(src string, scope map[string]any) (any, error)
+	// Eval evaluates an expr-lang expression in a scope (the interpreter's templates).
+	Eval func(src string, scope map[string]any) (any, error)
 }
 
 // Result is an attempt's outcome: an output, or a wait that suspends the run.
@@ -68,7 +72,7 @@ func Executors(log *slog.Logger, http HTTPConfig) map[string]Executor {
 		}),
 		"condition": ExecutorFunc(func(_ context.Context, c Call) (Result, error) {
 			src, _ := c.Params["expression"].(string)
-			v, err := c.eval(src, c.Scope)
+			v, err := c.Eval(src, c.Scope)
 			if err != nil {
 				return Result{}, err
 			}
@@ -80,7 +84,7 @@ func Executors(log *slog.Logger, http HTTPConfig) map[string]Executor {
 		}),
 		"fail": ExecutorFunc(func(_ context.Context, c Call) (Result, error) {
 			msg := fmt.Sprint(c.Params["message"])
-			n, set := intParam(c.Params["fail_attempts"])
+			n, set := IntParam(c.Params["fail_attempts"])
 			if !set || c.Attempt <= n {
 				return Result{}, errors.New(msg)
 			}
@@ -121,8 +125,8 @@ func waitExecutor(_ context.Context, c Call) (Result, error) {
 	return Result{}, errors.New("wait needs exactly one of duration, until or signal")
 }
 
-// intParam reads an integer param that may be a json.Number, a float or an int.
-func intParam(v any) (int, bool) {
+// IntParam reads an integer param that may be a json.Number, a float or an int.
+func IntParam(v any) (int, bool) {
 	switch x := v.(type) {
 	case json.Number:
 		n, err := strconv.Atoi(x.String())

@@ -1,0 +1,131 @@
+// Package replicas is crash safety's liveness side (ARCHITECTURE §4): each orchestrator
+// process registers in the replicas table, refreshes its heartbeat and, on a timer, sweeps
+// the runs of replicas that stopped heartbeating.
+//
+// Every replica registers before River starts fetching and refreshes its heartbeat every
+// Config.Heartbeat; one whose heartbeat (database clock) is older than Config.DeadAfter, or
+// that has no row at all, is dead. Every replica runs the sweep every Config.SweepEvery (the
+// run store serializes sweeps with an advisory lock): it finds runs a dead replica holds (a
+// running attempt not parked in a wait, or a running job it fetched last) and, under the
+// run's row lock, records those attempts lost, finalizes the dead replica's job and queues a
+// fresh one in the same commit, so the run continues on a live replica at once.
+//
+// River's own rescuer never touches these jobs: the worker's Timeout is -1 (no job timeout),
+// and River's rescuer ignores running jobs without a timeout whatever RescueStuckJobsAfter
+// says (maintenance/job_rescuer.go, makeRetryDecision). So there is one recovery path, ours.
+//
+// Fencing: a replica declared dead that still runs (a long pause, a partition) must not apply
+// anything. Every transaction a worker makes checks, under the run's row lock, that its job
+// is still running; the sweep finalizes that job under the same lock, so a zombie's result is
+// dropped and a live replica never runs the same attempt twice.
+package replicas
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Defaults of the crash-safety settings.
+const (
+	DefaultHeartbeat = time.Second
+	DefaultDeadAfter = 5 * time.Second
+)
+
+// Config tunes liveness: Heartbeat is how often the replica refreshes its row (default 1 s),
+// DeadAfter how old a heartbeat makes a replica dead (default 5 s), SweepEvery how often the
+// replica sweeps (default: Heartbeat).
+type Config struct {
+	Replica                          string
+	Heartbeat, DeadAfter, SweepEvery time.Duration
+}
+
+// SweepFunc recovers the runs of replicas dead for deadAfter; it returns how many attempts
+// it recorded lost.
+type SweepFunc func(ctx context.Context, deadAfter time.Duration) (int, error)
+
+// Replicas keeps one replica's row alive and sweeps.
+type Replicas struct {
+	pool  *pgxpool.Pool
+	cfg   Config
+	sweep SweepFunc
+	log   *slog.Logger
+
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+// New fills cfg's defaults; sweep is the run store's.
+func New(pool *pgxpool.Pool, cfg Config, sweep SweepFunc, log *slog.Logger) *Replicas {
+	if pool == nil || sweep == nil || log == nil {
+		panic("replicas: New needs a pool, a sweep and a logger")
+	}
+	if cfg.Heartbeat <= 0 {
+		cfg.Heartbeat = DefaultHeartbeat
+	}
+	if cfg.DeadAfter <= 0 {
+		cfg.DeadAfter = DefaultDeadAfter
+	}
+	if cfg.SweepEvery <= 0 {
+		cfg.SweepEvery = cfg.Heartbeat
+	}
+	return &Replicas{pool: pool, cfg: cfg, sweep: sweep, log: log}
+}
+
+// Register writes (or refreshes) the replica's row: call it before fetching any job, so the
+// replica's jobs are never taken for a dead replica's.
+func (r *Replicas) Register(ctx context.Context) error {
+	host, _ := os.Hostname()
+	_, err := r.pool.Exec(ctx, `INSERT INTO replicas (id, host, pid) VALUES ($1, $2, $3)
+		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, r.cfg.Replica, host, os.Getpid())
+	if err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+// Start runs the heartbeat and the sweep in the background until Stop.
+func (r *Replicas) Start(ctx context.Context) {
+	ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	r.done = make(chan struct{})
+	go func() {
+		defer close(r.done)
+		r.loop(ctx)
+	}()
+}
+
+// Stop ends the background work and removes the replica's row, so whatever it still holds is
+// swept at once.
+func (r *Replicas) Stop(ctx context.Context) error {
+	if r.cancel != nil {
+		r.cancel()
+		<-r.done
+	}
+	_, err := r.pool.Exec(ctx, `DELETE FROM replicas WHERE id = $1`, r.cfg.Replica)
+	return err
+}
+
+func (r *Replicas) loop(ctx context.Context) {
+	beat := time.NewTicker(r.cfg.Heartbeat)
+	defer beat.Stop()
+	sweep := time.NewTicker(r.cfg.SweepEvery)
+	defer sweep.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-beat.C:
+			if err := r.Register(ctx); err != nil && ctx.Err() == nil {
+				r.log.Warn("replica heartbeat failed", "replica", r.cfg.Replica, "err", err)
+			}
+		case <-sweep.C:
+			if _, err := r.sweep(ctx, r.cfg.DeadAfter); err != nil && ctx.Err() == nil {
+				r.log.Warn("sweep of dead replicas failed", "err", err)
+			}
+		}
+	}
+}

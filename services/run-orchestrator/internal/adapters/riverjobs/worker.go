@@ -1,0 +1,220 @@
+package riverjobs
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/riverqueue/river"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"svc.dev/proto/connectors"
+	"svc.dev/services/run-orchestrator/internal/adapters/executors"
+	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// A worker holding a run's job drives it: each transaction applies one event to the run (the
+// job taking it, an attempt's result, a retry due) through the run store, which carries the
+// interpreter's decisions out. An attempt row is durable before its connector runs; a result
+// and the next block's attempt commit together, and the worker goes straight on to that block
+// without a queue hop. Blocks that become ready together get a job each, so other workers (on
+// any replica) run them in parallel.
+
+type worker struct {
+	river.WorkerDefaults[runArgs]
+	q *Queue
+}
+
+// Timeout is off: steps carry their own timeouts, and a run may take long.
+func (w *worker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
+
+// Work drives the run. No run is left behind by a job that keeps failing: a panic is an error
+// like any other, and when the last of the job's tries fails too, the run is failed with the
+// error recorded (FailJob) rather than left waiting for a job River has discarded.
+func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
+	job := &runstore.Job{ID: rj.ID, RunID: rj.Args.RunID, Try: rj.Attempt, Handle: rj}
+	err := w.q.driveSafely(ctx, rj, job)
+	if err == nil || rj.Attempt < rj.MaxAttempts || ctx.Err() != nil {
+		return err
+	}
+	w.q.log.Error("run job failed its last try; failing the run", "run_id", job.RunID, "job_id", job.ID, "attempt", rj.Attempt, "err", err)
+	if ferr := w.q.store.FailJob(context.WithoutCancel(ctx), job, fmt.Errorf("the engine could not go on with this run after %d tries: %w", rj.Attempt, err)); ferr != nil {
+		return errors.Join(err, ferr)
+	}
+	return nil
+}
+
+// NextRetry spaces a failing job's tries 1 s, 2 s, 4 s ... up to a minute apart (River's
+// default grows as attempt⁴ seconds, days apart by the last tries): a run whose job fails for
+// a passing reason (its database restarting) goes on soon after, and one that keeps failing
+// is failed within about 20 minutes.
+func (w *worker) NextRetry(job *river.Job[runArgs]) time.Time {
+	return time.Now().Add(jobRetryDelay(job.Attempt))
+}
+
+// jobRetryDelay is the pause before try attempt+1 of a run's job.
+func jobRetryDelay(attempt int) time.Duration {
+	d := time.Second << min(max(attempt-1, 0), 6)
+	return min(d, time.Minute)
+}
+
+// driveSafely is drive with a panic turned into the job's error.
+func (q *Queue) driveSafely(ctx context.Context, rj *river.Job[runArgs], job *runstore.Job) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			q.log.Error("run job panicked", "run_id", job.RunID, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("engine panic: %v", p)
+		}
+	}()
+	return q.drive(ctx, rj, job)
+}
+
+// jobEvent is what a job's events say about the job.
+func (q *Queue) jobEvent(job *runstore.Job) run.JobEvent {
+	return run.JobEvent{Job: job.ID, Try: job.Try, Stopping: q.isStopping()}
+}
+
+// drive runs the job's run until it finishes, suspends, or other workers hold its remaining
+// blocks.
+func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore.Job) (err error) {
+	runID := job.RunID
+	if q.propagator != nil && len(rj.Args.Trace) > 0 {
+		ctx = q.propagator.Extract(ctx, propagation.MapCarrier(rj.Args.Trace))
+	}
+	ctx, span := q.tracer.Start(ctx, "svc-runtime drive", trace.WithSpanKind(trace.SpanKindConsumer),
+		trace.WithAttributes(attribute.String("run.id", runID), attribute.Int64("river.job.id", job.ID), attribute.Int("river.job.attempt", job.Try)))
+	defer func() {
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+		span.End()
+	}()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	q.mu.Lock()
+	if q.running[runID] == nil {
+		q.running[runID] = map[int64]context.CancelCauseFunc{}
+	}
+	q.running[runID][job.ID] = cancel
+	q.mu.Unlock()
+	defer func() {
+		q.mu.Lock()
+		delete(q.running[runID], job.ID)
+		if len(q.running[runID]) == 0 {
+			delete(q.running, runID)
+		}
+		q.mu.Unlock()
+		cancel(nil)
+	}()
+	c := runstore.NewCache()
+	o, err := q.store.ApplyJob(runCtx, job, c, func(*run.Run) run.Event {
+		return run.Advance{JobEvent: q.jobEvent(job), Now: time.Now()}
+	})
+	if errors.Is(err, run.ErrNotFound) {
+		// No such run (it cannot be deleted today): the job has nothing to drive.
+		return q.store.CompleteJob(context.WithoutCancel(ctx), job)
+	}
+	for err == nil && o.Start != nil {
+		o, err = q.execute(runCtx, job, c, *o.Start)
+	}
+	if broken := (*runstore.BrokenRunError)(nil); errors.As(err, &broken) {
+		return q.store.FailJob(context.WithoutCancel(ctx), job, broken.Err)
+	}
+	return err
+}
+
+// execute runs one attempt and records its result, with the retries the connector's policy
+// allows, and returns the outcome that says what the worker does next (Start: the next
+// block's attempt).
+func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cache, st run.StartAttempt) (run.Outcome, error) {
+	entry := q.catalog[st.Block.Type]
+	for {
+		sctx, span := q.tracer.Start(ctx, "step "+st.Block.Type, trace.WithAttributes(attribute.String("run.id", job.RunID),
+			attribute.String("block.id", st.Block.ID), attribute.Int("attempt", st.Attempt), attribute.String("attempt.id", st.ID)))
+		res, execErr := q.call(sctx, entry, job.RunID, st)
+		if execErr != nil {
+			span.RecordError(execErr)
+			span.SetStatus(codes.Error, execErr.Error())
+		}
+		span.End()
+		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event { return q.result(job, st, res, execErr) })
+		if err != nil || o.Retry == nil {
+			return o, err
+		}
+		// Retry after the policy's backoff. The worker keeps the run meanwhile; a cancel ends
+		// the wait at once (the retry then finds the run terminal and starts nothing).
+		at := o.Retry.At
+		timer := time.NewTimer(time.Until(at))
+		select {
+		case <-ctx.Done():
+		case <-timer.C:
+		case <-q.stopping:
+			timer.Stop()
+			// Shutting down: the retry is handed back, due when the backoff ends.
+			_, err = q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
+				return run.HandBack{JobEvent: q.jobEvent(job), Block: st.Block.ID, At: at}
+			})
+			return run.Outcome{}, err
+		}
+		timer.Stop()
+		o, err = q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
+			return run.RetryDue{JobEvent: q.jobEvent(job), Block: st.Block.ID, Now: time.Now()}
+		})
+		if err != nil || o.Start == nil {
+			return o, err
+		}
+		st = *o.Start
+	}
+}
+
+// result is the event an attempt's result makes.
+func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Result, execErr error) run.Event {
+	je, now := q.jobEvent(job), time.Now()
+	if execErr != nil {
+		code := ""
+		if errors.Is(execErr, context.DeadlineExceeded) {
+			code = run.CodeTimeout
+		}
+		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Now: now}
+	}
+	if w := res.Wait; w != nil {
+		return run.Suspended{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Now: now,
+			Wait: run.WaitRequest{Kind: w.Kind, WakeAt: w.WakeAt, Signal: w.Signal, Timeout: w.Timeout}}
+	}
+	out, err := json.Marshal(res.Output)
+	if err != nil {
+		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: "the output is not JSON: " + err.Error(), Now: now}
+	}
+	return run.Succeeded{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Output: out, Now: now}
+}
+
+// call runs the executor under the step's timeout. An attempt whose params could not be
+// resolved fails with why.
+func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, st run.StartAttempt) (executors.Result, error) {
+	if st.ParamErr != nil {
+		return executors.Result{}, st.ParamErr
+	}
+	ex, ok := q.executors[st.Block.Type]
+	if !ok {
+		return executors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
+	}
+	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
+	if ms, ok := executors.IntParam(st.Params["timeout_ms"]); ok && ms > 0 {
+		timeout = time.Duration(ms) * time.Millisecond
+	}
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	cctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	input := st.Scope["input"]
+	return ex.Execute(cctx, executors.Call{RunID: runID, BlockID: st.Block.ID, Attempt: st.Attempt, Params: st.Params,
+		Input: input, Scope: st.Scope, Eval: q.eval})
+}

@@ -1,0 +1,153 @@
+package service
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"svc.dev/libs/wire"
+	"svc.dev/proto/connectors"
+	"svc.dev/services/run-orchestrator/internal/adapters/executors"
+	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
+	"svc.dev/services/run-orchestrator/internal/adapters/riverjobs"
+	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
+	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
+	"svc.dev/services/run-orchestrator/internal/adapters/timers"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// The durable runtime svc-runtime (ARCHITECTURE §4), composed: the domain's interpreter
+// decides, and adapters around it carry the decisions out — the run store (Postgres: one
+// transaction per event on a run), the job queue (River, whose worker drives runs), timers
+// (waits due soon), replicas (heartbeats and the sweep of dead replicas' runs), the
+// executors (connectors) and the event feed (every committed change of a run).
+
+// engineConfig is what the runtime needs from the service's settings.
+type engineConfig struct {
+	Replica                          string
+	Workers                          int
+	HTTP                             executors.HTTPConfig
+	Heartbeat, DeadAfter, SweepEvery time.Duration
+	Tracer                           trace.TracerProvider
+	Propagator                       propagation.TextMapPropagator
+}
+
+// engine is the runtime: app.Engine (dispatch, signals, cancel) and its life cycle.
+type engine struct {
+	*runstore.Store
+	queue    *riverjobs.Queue
+	timers   *timers.Timers
+	replicas *replicas.Replicas
+	feed     *runevents.Feed
+	replica  string
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// newEngine builds the runtime; it migrates River's tables and starts nothing (start does).
+func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *slog.Logger) (*engine, error) {
+	if cfg.Replica == "" || len(cfg.Replica) > 100 {
+		return nil, fmt.Errorf("engine: replica id must be 1 to 100 characters, got %q", cfg.Replica)
+	}
+	catalog, err := connectors.Load()
+	if err != nil {
+		return nil, err
+	}
+	rules := make(map[string]run.Connector, len(catalog))
+	for _, entry := range catalog {
+		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
+	}
+	interp := run.NewInterpreter(rules, run.NewTemplates(), func() string { return wire.NewID(wire.Attempt) })
+	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
+		catalog, executors.Executors(log, cfg.HTTP), interp.Templates().Eval, log)
+	if err != nil {
+		return nil, err
+	}
+	tm := timers.New(pool, log)
+	feed := runevents.New()
+	store := runstore.New(pool, interp, queue, feed, tm, cfg.Replica, log)
+	queue.Bind(store)
+	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
+		store.Sweep, log)
+	return &engine{Store: store, queue: queue, timers: tm, replicas: reps, feed: feed, replica: cfg.Replica}, nil
+}
+
+// start registers the replica (before it fetches any job, so its jobs are never taken for a
+// dead replica's), starts the heartbeat and the sweep, begins working jobs and arms the wait
+// timers.
+func (e *engine) start(ctx context.Context) error {
+	if err := e.replicas.Register(ctx); err != nil {
+		return err
+	}
+	e.replicas.Start(ctx)
+	if err := e.queue.Start(ctx); err != nil {
+		return err
+	}
+	e.timers.Start(ctx, e.Wake)
+	return nil
+}
+
+// stop stops fetching jobs; steps in flight finish and commit and their runs are handed back
+// between steps (a retry backoff at once, due at its end). Then the replica deregisters:
+// should a step outlast ctx, another replica's sweep records its attempt lost and the run
+// continues there. stop may be called more than once.
+func (e *engine) stop(ctx context.Context) error {
+	e.stopOnce.Do(func() {
+		e.timers.Stop()
+		err := e.queue.Stop(ctx)
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		e.stopErr = errors.Join(err, e.replicas.Stop(dctx))
+	})
+	return e.stopErr
+}
+
+// Cancel cancels the run, and the context of a step of it this replica runs.
+func (e *engine) Cancel(ctx context.Context, org, runID string) (run.Status, error) {
+	status, err := e.Store.Cancel(ctx, org, runID)
+	if err == nil {
+		e.queue.CancelLocal(runID)
+	}
+	return status, err
+}
+
+// connectorRules is what the interpreter needs of a catalog entry: its retry policy, its
+// x-expression params (kept raw: the connector evaluates them) and the hidden params the
+// server's configuration sets.
+func connectorRules(entry connectors.Entry, http executors.HTTPConfig) run.Connector {
+	p := entry.RetryPolicy
+	c := run.Connector{
+		Retry: run.RetryPolicy{MaxAttempts: p.MaxAttempts, InitialIntervalMS: p.InitialIntervalMS,
+			BackoffCoefficient: p.BackoffCoefficient, MaxIntervalMS: p.MaxIntervalMS},
+		Raw: expressionParams(entry),
+	}
+	if entry.Type == "http.request" && http.AllowPrivate {
+		c.Extra = map[string]any{"allow_private_network": true}
+	}
+	return c
+}
+
+func expressionParams(e connectors.Entry) map[string]bool {
+	var s struct {
+		Properties map[string]struct {
+			Expr bool `json:"x-expression"`
+		} `json:"properties"`
+	}
+	out := map[string]bool{}
+	if json.Unmarshal(e.Params, &s) == nil {
+		for k, p := range s.Properties {
+			if p.Expr {
+				out[k] = true
+			}
+		}
+	}
+	return out
+}
