@@ -22,6 +22,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
 	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
+	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/app"
 	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
@@ -137,6 +138,9 @@ func (a *Application) Replica() string { return a.engine.replica }
 
 // Stopping is closed when the engine begins to shut down (Run's end, or Close).
 func (a *Application) Stopping() <-chan struct{} { return a.engine.queue.Stopping() }
+
+// Events is the feed of committed run changes this replica makes.
+func (a *Application) Events() *runevents.Feed { return a.engine.feed }
 
 // Handler is the whole HTTP surface, for tests that serve it themselves.
 func (a *Application) Handler() http.Handler { return a.handler }
