@@ -561,7 +561,28 @@ func (c chain400) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	return runSequential(ctx, env, keyed, wf, chainCase{name: c.Name(), what: "400 no-op blocks", warmup: longWarmup, runs: longRuns, target: longTarget})
+	res, err := runSequential(ctx, env, keyed, wf, chainCase{name: c.Name(), what: "400 no-op blocks", warmup: longWarmup, runs: longRuns, target: longTarget})
+	if err == nil && len(res) == 2 {
+		res[1].Note += perStepFinding(env.Earlier, res[1])
+	}
+	return res, err
+}
+
+// perStepFinding compares chain-400's cost per block with chain-40's in the same run (issue
+// 13: per-step cost independent of the run's size, chain-400 per step ≤ 1.2 × chain-40 per
+// step), from the API's createdAt → finishedAt p50 of each. Empty when chain-40 did not run.
+func perStepFinding(earlier []Result, long Result) string {
+	for _, r := range earlier {
+		if r.Scenario != "chain-40" || !strings.Contains(r.Phase, "from the API") || r.N == 0 || long.N == 0 {
+			continue
+		}
+		short := float64(r.P50) / float64(time.Millisecond) / chainBlocks
+		per := float64(long.P50) / float64(time.Millisecond) / longBlocks
+		ratio := per / short
+		return fmt.Sprintf(" Per step (API p50 / blocks): chain-40 %.3f ms, chain-400 %.3f ms, ratio %.2f; target (issue 13: ≤ 1.2) %s.",
+			short, per, ratio, verdict(ratio <= 1.2))
+	}
+	return ""
 }
 
 // ---- step-rate ---------------------------------------------------------------------------

@@ -211,3 +211,16 @@ func TestEngineScenarioRates(t *testing.T) {
 	require.InDelta(t, 50, rates["sleep-lateness"], 0)
 	require.InDelta(t, 500, rates["closed-loop-16"], 0, "not rated: -rate's default, unused")
 }
+
+func TestPerStepFinding(t *testing.T) {
+	t.Parallel()
+	api := func(scenario string, p50 time.Duration) Result {
+		return Result{Scenario: scenario, Phase: "run createdAt → finishedAt from the API (sequential)", Stats: Stats{N: 20, P50: p50}}
+	}
+	long := api("chain-400", 350*time.Millisecond)
+	require.Empty(t, perStepFinding(nil, long), "nothing to compare without chain-40")
+	got := perStepFinding([]Result{api("chain-40", 29*time.Millisecond)}, long)
+	require.Contains(t, got, "chain-40 0.725 ms, chain-400 0.875 ms, ratio 1.21")
+	require.Contains(t, got, "MISSED")
+	require.Contains(t, perStepFinding([]Result{api("chain-40", 40*time.Millisecond)}, long), "ratio 0.88; target (issue 13: ≤ 1.2) met")
+}
