@@ -1,0 +1,119 @@
+package runstore
+
+// The writes an outcome makes, queued into the batch that carries the COMMIT.
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// queueWrites queues the writes of outcome o on the locked run l into b: attempts begun and
+// ended, the blocks that changed, waits, a consumed signal and the run's row. It returns the
+// run's new state revision (l.rev when nothing changed).
+func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, error) {
+	r := l.run
+	for _, st := range o.Begun {
+		params, err := json.Marshal(st.Params)
+		if err != nil {
+			return 0, fmt.Errorf("attempt input: %w", err)
+		}
+		b.Queue(`INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_at)
+			VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, now())`,
+			st.ID, r.ID, st.Block.ID, st.Block.Type, st.Attempt, string(params), s.replica, st.Seq)
+	}
+	for _, a := range o.Ended {
+		b.Queue(`UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, finished_at = now() WHERE id = $1`,
+			a.ID, a.Status, jsonText(a.Output), jsonText(a.Error), a.Seq)
+	}
+	if len(o.Changed) == 0 && r.Status == l.status && r.Seq == l.seq && o.Finish == nil && len(o.Armed) == 0 &&
+		len(o.Released) == 0 && !o.ReleaseAll && o.Consume == nil {
+		return l.rev, nil
+	}
+	rev := l.rev + 1
+	if len(o.Changed) > 0 {
+		if err := queueBlocks(b, r, o.Changed, rev); err != nil {
+			return 0, err
+		}
+	}
+	for _, w := range o.Armed {
+		var sig *string
+		if w.Wait.Kind == run.WaitSignal {
+			sig = &w.Wait.Signal
+		}
+		var wake *time.Time
+		if !w.Wait.WakeAt.IsZero() {
+			wake = &w.Wait.WakeAt
+		}
+		b.Queue(`INSERT INTO waits (run_id, block_id, kind, signal_name, wake_at, attempt_id) VALUES ($1, $2, $3, $4, $5, $6)`,
+			r.ID, w.Block, w.Wait.Kind, sig, wake, w.AttemptID)
+	}
+	if o.ReleaseAll {
+		b.Queue(`DELETE FROM waits WHERE run_id = $1`, r.ID)
+	} else if len(o.Released) > 0 {
+		b.Queue(`DELETE FROM waits WHERE run_id = $1 AND block_id = ANY($2)`, r.ID, o.Released)
+	}
+	if o.Consume != nil {
+		b.Queue(`UPDATE signals SET consumed_by = $2, consumed_at = now() WHERE id = $1`, o.Consume.SignalID, o.Consume.AttemptID)
+	}
+	if f := o.Finish; f != nil {
+		b.Queue(`UPDATE runs SET status = $2, change_seq = $3, state_rev = $4, updated_at = now(),
+			output = $5, error = $6, finished_at = now(), started_at = coalesce(started_at, now())
+			WHERE id = $1`, r.ID, string(r.Status), r.Seq, rev, jsonText(f.Output), jsonText(f.Error))
+	} else {
+		b.Queue(`UPDATE runs SET status = $2, change_seq = $3, state_rev = $4, updated_at = now(),
+			started_at = CASE WHEN $2 IN ('running', 'waiting') THEN coalesce(started_at, now()) ELSE started_at END
+			WHERE id = $1`, r.ID, string(r.Status), r.Seq, rev)
+	}
+	return rev, nil
+}
+
+// queueBlocks upserts the rows of the blocks ids in one statement.
+func queueBlocks(b *pgx.Batch, r *run.Run, ids []string, rev int64) error {
+	n := len(ids)
+	status, attemptIDs, waits, outputs := make([]string, n), make([]*string, n), make([]*string, n), make([]*string, n)
+	attempts, lost := make([]int32, n), make([]int32, n)
+	jobs := make([]int64, n)
+	inFlight := make([]bool, n)
+	retryAt := make([]*time.Time, n)
+	for i, id := range ids {
+		bs := r.State.Block(id)
+		status[i], attempts[i], lost[i], jobs[i], inFlight[i] = string(bs.Status), int32(bs.Attempts), int32(bs.Lost), bs.Job, bs.InFlight //nolint:gosec // attempts are capped at 10
+		if bs.AttemptID != "" {
+			attemptIDs[i] = &bs.AttemptID
+		}
+		if !bs.RetryAt.IsZero() {
+			retryAt[i] = &bs.RetryAt
+		}
+		if bs.Wait != nil {
+			w, err := json.Marshal(bs.Wait)
+			if err != nil {
+				return fmt.Errorf("wait of %s: %w", id, err)
+			}
+			waits[i] = jsonText(w)
+		}
+		outputs[i] = jsonText(bs.Output)
+	}
+	b.Queue(`INSERT INTO run_blocks (run_id, block_id, status, attempts, lost, job, attempt_id, in_flight, retry_at, wait, output, rev)
+		SELECT $1, b.id, b.status, b.attempts, b.lost, b.job, b.attempt_id, b.in_flight, b.retry_at, b.wait::jsonb, b.output::jsonb, $12
+		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::bool[], $9::timestamptz[], $10::text[], $11::text[])
+			AS b(id, status, attempts, lost, job, attempt_id, in_flight, retry_at, wait, output)
+		ON CONFLICT (run_id, block_id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts, lost = excluded.lost,
+			job = excluded.job, attempt_id = excluded.attempt_id, in_flight = excluded.in_flight, retry_at = excluded.retry_at,
+			wait = excluded.wait, output = excluded.output, rev = excluded.rev`,
+		r.ID, ids, status, attempts, lost, jobs, attemptIDs, inFlight, retryAt, waits, outputs, rev)
+	return nil
+}
+
+// jsonText is a JSON document as a nullable text parameter.
+func jsonText(raw json.RawMessage) *string {
+	if len(raw) == 0 {
+		return nil
+	}
+	s := string(raw)
+	return &s
+}
