@@ -110,9 +110,10 @@ func Start(ctx context.Context, cfg Config, spec Spec, log *slog.Logger) (b *Bas
 		return nil, err
 	}
 	b = &Base{Name: spec.Name, Log: log, Tel: tel, Signer: signer, Checks: map[string]web.Check{}, Optional: map[string]web.Check{}, drain: cfg.Drain}
+	started := b // every error return sets the named result to nil
 	defer func() {
 		if err != nil {
-			b.Close()
+			started.Close()
 		}
 	}()
 	if cfg.PprofAddr != "" {

@@ -32,6 +32,20 @@ CREATE TABLE run_blocks (
 );
 CREATE INDEX run_blocks_rev_idx ON run_blocks (run_id, rev);
 
+-- A state the previous engine could read: an object whose blocks (if any) are objects with a
+-- string status and small whole numbers for attempts, lost and job.
+CREATE TEMPORARY TABLE readable_runs ON COMMIT DROP AS
+SELECT r.id FROM runs r
+WHERE jsonb_typeof(r.state) = 'object'
+  AND coalesce(jsonb_typeof(r.state->'blocks'), 'null') IN ('object', 'null')
+  AND NOT EXISTS (
+      SELECT 1 FROM jsonb_each(CASE WHEN jsonb_typeof(r.state->'blocks') = 'object' THEN r.state->'blocks' ELSE '{}' END) b
+      WHERE jsonb_typeof(b.value) <> 'object'
+         OR coalesce(jsonb_typeof(b.value->'status'), 'null') NOT IN ('string', 'null')
+         OR EXISTS (SELECT 1 FROM unnest(ARRAY['attempts', 'lost', 'job']) k
+                    WHERE coalesce(jsonb_typeof(b.value->k), 'null') <> 'null'
+                      AND NOT (jsonb_typeof(b.value->k) = 'number' AND b.value->>k ~ '^[0-9]{1,9}$')));
+
 INSERT INTO run_blocks (run_id, block_id, status, attempts, lost, job, attempt_id, in_flight, wait, output, rev)
 SELECT r.id, b.key, coalesce(b.value->>'status', ''), coalesce((b.value->>'attempts')::integer, 0),
        coalesce((b.value->>'lost')::integer, 0), coalesce((b.value->>'job')::bigint, 0),
@@ -44,14 +58,26 @@ LEFT JOIN LATERAL (SELECT a.id FROM step_attempts a WHERE a.run_id = r.id AND a.
 LEFT JOIN LATERAL (SELECT a.id FROM step_attempts a WHERE a.run_id = r.id AND a.block_id = b.key
                    ORDER BY a.attempt DESC LIMIT 1) latest ON true
 LEFT JOIN LATERAL (SELECT jsonb_strip_nulls(jsonb_build_object('kind', w.kind, 'signal', w.signal_name, 'wake_at', w.wake_at,
-                          'since', w.created_at, 'seq', 0)) AS wait
-                   FROM waits w WHERE w.run_id = r.id AND w.block_id = b.key) w ON true
-WHERE jsonb_typeof(r.state) = 'object' AND jsonb_typeof(r.state->'blocks') = 'object';
+                          'since', w.created_at, 'seq', coalesce(a.seq, 0))) AS wait
+                   FROM waits w LEFT JOIN step_attempts a ON a.id = w.attempt_id
+                   WHERE w.run_id = r.id AND w.block_id = b.key) w ON true
+WHERE r.id IN (SELECT id FROM readable_runs) AND jsonb_typeof(r.state->'blocks') = 'object';
 
-UPDATE runs SET status = 'failed', finished_at = now(), updated_at = now(),
+-- A run still going whose state cannot be read is failed, as the engine fails a run it cannot
+-- read: its attempts still running fail with the reason, each taking the run's next change
+-- sequence.
+CREATE TEMPORARY TABLE unreadable_runs ON COMMIT DROP AS
+SELECT id FROM runs WHERE status NOT IN ('completed', 'failed', 'cancelled') AND id NOT IN (SELECT id FROM readable_runs);
+UPDATE step_attempts a SET status = 'failed', finished_at = now(), seq = r.change_seq + n.n,
+       error = '{"message": "the run cannot go on: its stored state could not be read when it moved to per-block storage", "code": "run_unreadable"}'
+FROM (SELECT id, run_id, row_number() OVER (PARTITION BY run_id ORDER BY seq) AS n FROM step_attempts
+      WHERE status = 'running' AND run_id IN (SELECT id FROM unreadable_runs)) n
+JOIN runs r ON r.id = n.run_id
+WHERE a.id = n.id;
+UPDATE runs r SET status = 'failed', finished_at = now(), updated_at = now(),
+       change_seq = greatest(r.change_seq, coalesce((SELECT max(seq) FROM step_attempts a WHERE a.run_id = r.id), 0)),
        error = jsonb_build_object('block_id', '', 'message', 'the run cannot go on: its stored state could not be read when it moved to per-block storage')
-WHERE status NOT IN ('completed', 'failed', 'cancelled')
-  AND NOT (jsonb_typeof(state) = 'object' AND jsonb_typeof(coalesce(state->'blocks', '{}')) = 'object');
+WHERE r.id IN (SELECT id FROM unreadable_runs);
 DELETE FROM waits w USING runs r WHERE w.run_id = r.id AND r.status IN ('completed', 'failed', 'cancelled');
 
 ALTER TABLE runs DROP COLUMN state;

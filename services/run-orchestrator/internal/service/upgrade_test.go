@@ -425,3 +425,54 @@ func TestRunsInFlightAcrossTheUpgradeFinish(t *testing.T) {
 		return n == 0
 	}, 10*time.Second, 10*time.Millisecond, "every job of the runs is finished")
 }
+
+// States the previous engine could not read (or kept as stored when it failed the run) must
+// not stop the upgrade: a run still going with such a state is failed by 0007 with the reason
+// and its running attempt failed; a finished one keeps its status; `{"blocks":null}`, which
+// the previous engine read as an empty state, still runs.
+func TestUpgradeFailsRunsWhoseStateCannotBeRead(t *testing.T) {
+	t.Parallel()
+	url := testkit.NewDatabase(t)
+	migrateToBeforeUpgrade(t, url)
+	pool := db(t, url)
+	b := &testBundle{org: wire.NewID(wire.Organization)}
+	old := &oldEngine{t: t, pool: pool, org: b.org}
+	logDef := def([]string{manual, `{"block_id":"say","type":"log","params":{"message":"hi {{ input.n }}"}}`}, edge("start", "say"))
+
+	unreadable := map[string]string{
+		"not an object": `"not a state"`,
+		"bad attempts":  `{"blocks":{"start":{"status":"running","attempts":"x"}}}`,
+		"fraction job":  `{"blocks":{"start":{"status":"running","attempts":1,"job":1.5}}}`,
+		"huge lost":     `{"blocks":{"start":{"status":"running","attempts":1,"lost":1e12}}}`,
+		"block string":  `{"blocks":{"start":"x"}}`,
+	}
+	going := map[string]string{}
+	for name, state := range unreadable {
+		id := wire.NewID(wire.Run)
+		old.run(id, "wf_log", logDef, `{"n":1}`, "running", state, 1, 1, "")
+		old.attempt(id, "start", "trigger.manual", 1, "running", `{}`, "", 1)
+		going[name] = id
+	}
+	finished := wire.NewID(wire.Run)
+	old.run(finished, "wf_log", logDef, `{"n":2}`, "failed", `{"blocks":{"start":{"attempts":"x"}}}`, 0, 1, "")
+	nullBlocks := wire.NewID(wire.Run)
+	old.run(nullBlocks, "wf_log", logDef, `{"n":3}`, "queued", `{"blocks":null}`, 0, 0, "")
+	old.job(nullBlocks, "available")
+
+	sys := startWith(t, func(c *service.Config) { c.Base.DatabaseURL = url })
+	b.sys = sys
+	b.workflow(t, "wf_log", 1, logDef)
+
+	for name, id := range going {
+		got := b.waitStatus(t, id, "failed")
+		errBody, _ := got["error"].(map[string]any)
+		require.Contains(t, errBody["message"], "could not be read when it moved to per-block storage", name)
+		_, attempts := upgradeAttempts(t, b, id)
+		require.Len(t, attempts, 1, name)
+		require.Equal(t, "failed", attempts[0]["status"], name)
+		require.Equal(t, "run_unreadable", attempts[0]["error"].(map[string]any)["code"], name)
+	}
+	require.Equal(t, "failed", b.waitStatus(t, finished, "failed")["status"])
+	got := b.waitStatus(t, nullBlocks, "completed")
+	require.Equal(t, map[string]any{"say": map[string]any{"message": "hi 3"}}, got["output"])
+}
