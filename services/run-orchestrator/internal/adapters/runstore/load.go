@@ -51,7 +51,7 @@ type blockRow struct {
 	attempts, lost int
 	job            int64
 	attemptID      *string
-	inFlight       bool
+	inFlight, queued bool
 	retryAt        *time.Time
 	wait, output   []byte
 }
@@ -76,12 +76,12 @@ func queueLock(b *pgx.Batch, runID string, jobID int64, c *Cache, dst *lockRow) 
 				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.jobState, &dst.org, &dst.workflowID, &dst.definition, &dst.input)
 			})
 	}
-	b.Queue(`SELECT block_id, status, attempts, lost, job, attempt_id, in_flight, retry_at, wait, output
+	b.Queue(`SELECT block_id, status, attempts, lost, job, attempt_id, in_flight, queued, retry_at, wait, output
 		FROM run_blocks WHERE run_id = $1 AND rev > $2`, runID, c.rev).
 		Query(func(rows pgx.Rows) error {
 			for rows.Next() {
 				var br blockRow
-				if err := rows.Scan(&br.id, &br.status, &br.attempts, &br.lost, &br.job, &br.attemptID, &br.inFlight, &br.retryAt, &br.wait, &br.output); err != nil {
+				if err := rows.Scan(&br.id, &br.status, &br.attempts, &br.lost, &br.job, &br.attemptID, &br.inFlight, &br.queued, &br.retryAt, &br.wait, &br.output); err != nil {
 					return err
 				}
 				dst.blocks = append(dst.blocks, br)
@@ -127,7 +127,7 @@ func (row *lockRow) locked(runID string, c *Cache) *Locked {
 
 func (br blockRow) state() (*run.BlockState, error) {
 	bs := &run.BlockState{Status: run.BlockStatus(br.status), Attempts: br.attempts, Lost: br.lost, Job: br.job,
-		InFlight: br.inFlight, Output: br.output}
+		InFlight: br.inFlight, Queued: br.queued, Output: br.output}
 	if !bs.Status.Valid() {
 		return nil, fmt.Errorf("block %s has status %q", br.id, br.status)
 	}

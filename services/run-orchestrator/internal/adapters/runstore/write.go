@@ -78,11 +78,12 @@ func queueBlocks(b *pgx.Batch, r *run.Run, ids []string, rev int64) error {
 	status, attemptIDs, waits, outputs := make([]string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 	attempts, lost := make([]int32, n), make([]int32, n)
 	jobs := make([]int64, n)
-	inFlight := make([]bool, n)
+	inFlight, queued := make([]bool, n), make([]bool, n)
 	retryAt := make([]*time.Time, n)
 	for i, id := range ids {
 		bs := r.State.Blocks[id] // every changed block has an entry
 		status[i], attempts[i], lost[i], jobs[i], inFlight[i] = string(bs.Status), int32(bs.Attempts), int32(bs.Lost), bs.Job, bs.InFlight //nolint:gosec // attempts are capped at 10
+		queued[i] = bs.Queued
 		if bs.AttemptID != "" {
 			attemptIDs[i] = &bs.AttemptID
 		}
@@ -98,14 +99,14 @@ func queueBlocks(b *pgx.Batch, r *run.Run, ids []string, rev int64) error {
 		}
 		outputs[i] = jsonText(bs.Output)
 	}
-	b.Queue(`INSERT INTO run_blocks (run_id, block_id, status, attempts, lost, job, attempt_id, in_flight, retry_at, wait, output, rev)
-		SELECT $1, b.id, b.status, b.attempts, b.lost, b.job, b.attempt_id, b.in_flight, b.retry_at, b.wait::jsonb, b.output::jsonb, $12
-		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::bool[], $9::timestamptz[], $10::text[], $11::text[])
-			AS b(id, status, attempts, lost, job, attempt_id, in_flight, retry_at, wait, output)
+	b.Queue(`INSERT INTO run_blocks (run_id, block_id, status, attempts, lost, job, attempt_id, in_flight, queued, retry_at, wait, output, rev)
+		SELECT $1, b.id, b.status, b.attempts, b.lost, b.job, b.attempt_id, b.in_flight, b.queued, b.retry_at, b.wait::jsonb, b.output::jsonb, $13
+		FROM unnest($2::text[], $3::text[], $4::int[], $5::int[], $6::bigint[], $7::text[], $8::bool[], $9::bool[], $10::timestamptz[], $11::text[], $12::text[])
+			AS b(id, status, attempts, lost, job, attempt_id, in_flight, queued, retry_at, wait, output)
 		ON CONFLICT (run_id, block_id) DO UPDATE SET status = excluded.status, attempts = excluded.attempts, lost = excluded.lost,
-			job = excluded.job, attempt_id = excluded.attempt_id, in_flight = excluded.in_flight, retry_at = excluded.retry_at,
-			wait = excluded.wait, output = excluded.output, rev = excluded.rev`,
-		r.ID, ids, status, attempts, lost, jobs, attemptIDs, inFlight, retryAt, waits, outputs, rev)
+			job = excluded.job, attempt_id = excluded.attempt_id, in_flight = excluded.in_flight, queued = excluded.queued,
+			retry_at = excluded.retry_at, wait = excluded.wait, output = excluded.output, rev = excluded.rev`,
+		r.ID, ids, status, attempts, lost, jobs, attemptIDs, inFlight, queued, retryAt, waits, outputs, rev)
 	return nil
 }
 

@@ -55,7 +55,7 @@ type StartAttempt struct {
 	Params   map[string]any
 	ParamErr error
 	// Scope is the template scope the params were resolved in (a condition evaluates its
-	// expression in it).
+	// expression in it). It shares the run's caches: use it before the run's next Apply.
 	Scope map[string]any
 }
 

@@ -15,15 +15,29 @@ func attemptsLost(r *Run, ev AttemptsLost, o *Outcome) {
 	}
 	stopped := ""
 	for _, a := range ev.Attempts {
+		if bs, ok := r.State.Blocks[a.Block]; !ok || bs.AttemptID != a.AttemptID || !bs.InFlight {
+			continue // not in flight any more: it has ended already
+		}
 		bs := o.touch(r, a.Block)
 		bs.Lost++
-		if bs.AttemptID == a.AttemptID && bs.Status == BlockRunning {
-			bs.Status = BlockPending
-			if bs.Attempts >= MaxAttemptsAnyKind && !r.Status.Terminal() {
-				bs.Status, stopped = BlockFailed, a.Block
-			}
+		if bs.Status == BlockWaiting { // its wait is gone with the attempt: the block runs again
+			bs.Wait = nil
+			o.Released = append(o.Released, a.Block)
+		}
+		bs.Status = BlockPending
+		if bs.Attempts >= MaxAttemptsAnyKind && !r.Status.Terminal() {
+			bs.Status, stopped = BlockFailed, a.Block
 		}
 		endAttemptID(r, o, a.Block, a.AttemptID, "lost", nil, errorBody("replica "+a.Replica+" stopped heartbeating", CodeLost), ev.Now)
+	}
+	// A job queued for a ready block may be one of the dead jobs (fetched, not yet begun):
+	// the marks are cleared, and the next job to proceed queues for those blocks again.
+	if len(ev.DeadJobs) > 0 {
+		for _, id := range r.Def.order(r.State) {
+			if r.State.Blocks[id].Queued {
+				o.touch(r, id).Queued = false
+			}
+		}
 	}
 	// Blocks between retries whose backoff ran on a dead replica hold no attempt in flight;
 	// the dead job is finalized, so they go back to pending too.

@@ -158,8 +158,8 @@ func eventTime(ev Event) time.Time {
 // firstWait is the wait of the waiting block armed first.
 func (r *Run) firstWait() *Wait {
 	var first *Wait
-	for _, b := range r.State.Blocks {
-		if b.Status == BlockWaiting && b.Wait != nil && (first == nil || b.Wait.Seq < first.Seq) {
+	for _, id := range r.Def.order(r.State) {
+		if b := r.State.Blocks[id]; b.Status == BlockWaiting && b.Wait != nil && (first == nil || b.Wait.before(first)) {
 			first = b.Wait
 		}
 	}
@@ -241,9 +241,15 @@ func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) 
 		}
 		return
 	}
-	// Parallel branches: one job per other ready block. A job that finds its block taken by
-	// then (this one may get to it first) finds nothing to do and completes.
-	o.NewJobs += len(ready) - 1
+	// Parallel branches: one job per other ready block, queued once per block (the block
+	// records it), so a wide fan-out queues as many jobs as it has blocks. Any job takes any
+	// ready block; one that finds none left (this one may get there first) completes.
+	for _, id := range ready[1:] {
+		if bs, ok := r.State.Blocks[id]; !ok || !bs.Queued {
+			o.touch(r, id).Queued = true
+			o.NewJobs++
+		}
+	}
 	block, _ := r.Def.Block(ready[0])
 	bs := o.touch(r, block.ID)
 	bs.Status, bs.Job = BlockRunning, job.Job
@@ -257,7 +263,7 @@ func (in *Interpreter) begin(r *Run, block Block, n int, o *Outcome, now time.Ti
 	r.Seq++
 	st := StartAttempt{ID: in.newID(), Block: block, Attempt: n, Seq: r.Seq}
 	st.Params, st.Scope, st.ParamErr = in.Resolve(r, block)
-	bs.Attempts, bs.AttemptID, bs.InFlight, bs.RetryAt = n, st.ID, true, time.Time{}
+	bs.Attempts, bs.AttemptID, bs.InFlight, bs.RetryAt, bs.Queued = n, st.ID, true, time.Time{}, false
 	o.Start = &st
 	o.Begun = append(o.Begun, st)
 	o.change(r, Change{Kind: ChangeAttemptStarted, Seq: st.Seq, BlockID: block.ID, AttemptID: st.ID, Attempt: n, AttemptStatus: "running"}, now)

@@ -122,7 +122,7 @@ func snapshot(r *run.Run) map[string]run.BlockState {
 // as none).
 func sameBlock(a, b run.BlockState) bool {
 	if a.Status != b.Status || a.Attempts != b.Attempts || a.Lost != b.Lost || a.Job != b.Job || a.AttemptID != b.AttemptID ||
-		a.InFlight != b.InFlight || !bytes.Equal(a.Output, b.Output) || !a.RetryAt.Equal(b.RetryAt) || (a.Wait == nil) != (b.Wait == nil) {
+		a.InFlight != b.InFlight || a.Queued != b.Queued || !bytes.Equal(a.Output, b.Output) || !a.RetryAt.Equal(b.RetryAt) || (a.Wait == nil) != (b.Wait == nil) {
 		return false
 	}
 	if a.Wait == nil {
@@ -1676,14 +1676,16 @@ func TestParallelFanOutAndJoin(t *testing.T) {
 	require.Equal(t, 2, o.NewJobs, "three blocks ready: the job takes one, two more jobs")
 	require.Zero(t, o.JobsAt)
 	require.Equal(t, "a", o.Start.Block.ID)
-	require.Equal(t, []string{"t", "a"}, o.Changed)
+	require.Equal(t, []string{"t", "b", "c", "a"}, o.Changed, "b and c record that a job was queued for them")
+	require.True(t, h.r.State.Blocks["b"].Queued)
 	stA := *o.Start
 
-	// Job 2 takes b. c is still ready (job 3 has not come yet), so by the rule (ready-1) job 2
-	// asks for one more job too: extra jobs find nothing and complete.
+	// Job 2 takes b. c is still ready (job 3 has not come yet) but a job is queued for it
+	// already: no more jobs.
 	o = h.apply(run.Advance{JobEvent: job(2), Now: at(1)})
 	require.Equal(t, "b", o.Start.Block.ID)
-	require.Equal(t, 1, o.NewJobs)
+	require.Zero(t, o.NewJobs)
+	require.False(t, h.r.State.Blocks["b"].Queued)
 	stB := *o.Start
 
 	// a finishes before c's job came: job 1 takes c, and job 3 finds nothing to do.

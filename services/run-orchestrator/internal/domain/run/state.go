@@ -50,6 +50,9 @@ type BlockState struct {
 	// connector call, or a wait that has not been released).
 	AttemptID string `json:"attempt_id,omitempty"`
 	InFlight  bool   `json:"in_flight,omitempty"`
+	// Queued says a job was queued for the block while it is ready (pending): it is not
+	// queued again.
+	Queued bool `json:"queued,omitempty"`
 	// RetryAt is set while the block is between a failed attempt and its retry.
 	RetryAt time.Time `json:"retry_at,omitzero"`
 	// Wait is what a waiting block waits for.

@@ -61,12 +61,12 @@ func timerFired(r *Run, ev TimerFired, o *Outcome) {
 
 func signalArrived(r *Run, ev SignalArrived, o *Outcome) {
 	block := ""
-	var seq int64
+	var oldest *Wait
 	for _, id := range r.Def.order(r.State) {
 		bs := r.State.Blocks[id]
 		if bs.Status == BlockWaiting && bs.Wait != nil && bs.Wait.Kind == WaitSignal && bs.Wait.Signal == ev.Signal.Name &&
-			(block == "" || bs.Wait.Seq < seq) {
-			block, seq = id, bs.Wait.Seq
+			(oldest == nil || bs.Wait.before(oldest)) {
+			block, oldest = id, bs.Wait
 		}
 	}
 	if block == "" {
@@ -86,4 +86,13 @@ func SignalOutput(name string, payload json.RawMessage) json.RawMessage {
 	}
 	out, _ := json.Marshal(map[string]any{"signal": map[string]any{"name": name, "payload": p}})
 	return out
+}
+
+// before reports whether wait w began before wait x: by the run's change sequence, then (two
+// waits armed with no attempt change between them share it) by the time each began.
+func (w *Wait) before(x *Wait) bool {
+	if w.Seq != x.Seq {
+		return w.Seq < x.Seq
+	}
+	return w.Since.Before(x.Since)
 }
