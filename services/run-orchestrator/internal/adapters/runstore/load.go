@@ -47,13 +47,13 @@ type lockRow struct {
 }
 
 type blockRow struct {
-	id, status     string
-	attempts, lost int
-	job            int64
-	attemptID      *string
+	id, status       string
+	attempts, lost   int
+	job              int64
+	attemptID        *string
 	inFlight, queued bool
-	retryAt        *time.Time
-	wait, output   []byte
+	retryAt          *time.Time
+	wait, output     []byte
 }
 
 // queueLock queues the statements that lock run runID for update and read it: the run's row

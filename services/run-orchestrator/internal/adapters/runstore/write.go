@@ -81,7 +81,7 @@ func queueBlocks(b *pgx.Batch, r *run.Run, ids []string, rev int64) error {
 	inFlight, queued := make([]bool, n), make([]bool, n)
 	retryAt := make([]*time.Time, n)
 	for i, id := range ids {
-		bs := r.State.Blocks[id] // every changed block has an entry
+		bs := r.State.Blocks[id]                                                                                                           // every changed block has an entry
 		status[i], attempts[i], lost[i], jobs[i], inFlight[i] = string(bs.Status), int32(bs.Attempts), int32(bs.Lost), bs.Job, bs.InFlight //nolint:gosec // attempts are capped at 10
 		queued[i] = bs.Queued
 		if bs.AttemptID != "" {
