@@ -24,7 +24,6 @@ CREATE TABLE run_blocks (
     job        bigint NOT NULL DEFAULT 0,
     attempt_id text,
     in_flight  boolean NOT NULL DEFAULT false,
-    queued     boolean NOT NULL DEFAULT false,
     retry_at   timestamptz,
     wait       jsonb,
     output     jsonb,
