@@ -14,7 +14,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"svc.dev/tools/svc/internal/api"
+	api "svc.dev/libs/apiclient"
 	"svc.dev/tools/svc/internal/credential"
 )
 

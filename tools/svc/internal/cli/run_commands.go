@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"svc.dev/tools/svc/internal/api"
+	api "svc.dev/libs/apiclient"
 )
 
 // Follow polling: fast while attempts change, slowing down while nothing does, so a long

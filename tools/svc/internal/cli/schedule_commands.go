@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"svc.dev/tools/svc/internal/api"
+	api "svc.dev/libs/apiclient"
 )
 
 // scheduleView is the part of a schedule the table shows (contract §4).

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"svc.dev/tools/svc/internal/api"
+	api "svc.dev/libs/apiclient"
 )
 
 // workflowView is the part of a workflow the tables show (contract §2).

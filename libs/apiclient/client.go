@@ -1,7 +1,8 @@
-// Package api is the svc CLI's client of the public API (seed, contract §1–§4): one method per
-// route it uses, typed errors carrying the contract's code, and the headers identity needs
-// (Origin on every call, the session cookie for key administration, the API key elsewhere).
-package api
+// Package apiclient is the typed client of the public API (seed, contract §1–§4), shared by the
+// svc CLI and the MCP tools: one method per route they use, typed errors carrying the
+// contract's code, and the headers identity needs (Origin on every call, the session cookie
+// for key administration, the API key elsewhere).
+package apiclient
 
 import (
 	"bytes"
