@@ -3,6 +3,7 @@ package apiclient
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -80,6 +81,28 @@ func (c *Client) ListWorkflows(ctx context.Context, key string) ([]json.RawMessa
 // GetWorkflow reads a workflow.
 func (c *Client) GetWorkflow(ctx context.Context, key, id string) (json.RawMessage, error) {
 	return c.get(ctx, key, join("/api/workflows/", id), nil)
+}
+
+// DeleteWorkflow deletes a workflow (runs in flight are unaffected).
+func (c *Client) DeleteWorkflow(ctx context.Context, key, id string) error {
+	_, err := c.send(ctx, key, http.MethodDelete, join("/api/workflows/", id), nil, nil)
+	return err
+}
+
+// ListConnectors returns the connector catalog, each entry as the API sends it (type,
+// category, title, description, params and output schemas, retry policy, timeout).
+func (c *Client) ListConnectors(ctx context.Context, key string) ([]json.RawMessage, error) {
+	raw, err := c.get(ctx, key, "/api/connectors", nil)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Connectors []json.RawMessage `json:"connectors"`
+	}
+	if err := json.Unmarshal(raw, &body); err != nil {
+		return nil, fmt.Errorf("connectors: %w", err)
+	}
+	return body.Connectors, nil
 }
 
 // CreateWorkflowRequest is POST /api/workflows's body.
@@ -192,6 +215,16 @@ type CreateScheduleRequest struct {
 // CreateSchedule creates a schedule.
 func (c *Client) CreateSchedule(ctx context.Context, key string, req CreateScheduleRequest) (json.RawMessage, error) {
 	return c.send(ctx, key, http.MethodPost, "/api/schedules", req, nil)
+}
+
+// GetSchedule reads one schedule.
+func (c *Client) GetSchedule(ctx context.Context, key, id string) (json.RawMessage, error) {
+	return c.get(ctx, key, join("/api/schedules/", id), nil)
+}
+
+// UpdateSchedule changes a schedule: body holds the members to change (contract §4's PATCH).
+func (c *Client) UpdateSchedule(ctx context.Context, key, id string, body json.RawMessage) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPatch, join("/api/schedules/", id), body, nil)
 }
 
 // DeleteSchedule deletes a schedule.
