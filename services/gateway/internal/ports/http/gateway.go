@@ -37,6 +37,7 @@ type Gateway struct {
 	routes   []route
 	proxies  map[Peer]*httputil.ReverseProxy
 	health   http.Handler
+	openAPI  http.Handler
 }
 
 // NewGateway returns the gateway for the given peers; every peer of the routing table must be
@@ -49,7 +50,7 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 		panic("nil rate limiter")
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
-		health: web.Health(buildinfo.Version())}
+		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler()}
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
 		if !ok || up.URL == nil || up.Transport == nil {
@@ -112,6 +113,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		g.health.ServeHTTP(w, r)
+		return
+	}
+	if p == openAPIPath {
+		g.openAPI.ServeHTTP(w, r)
 		return
 	}
 	if !isOpen(g.routes, p) {

@@ -95,7 +95,7 @@ func match(routes []route, p string) (route, bool) {
 // isOpen reports whether p skips the guard. It is decided on the path alone, before any
 // route is looked up, so that an unknown path without credentials is 401, not 404.
 func isOpen(routes []route, p string) bool {
-	if p == "/health" {
+	if p == "/health" || p == openAPIPath {
 		return true
 	}
 	r, ok := match(routes, p)
