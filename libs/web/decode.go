@@ -55,7 +55,12 @@ func DecodeBytes(raw []byte, v any) error {
 		return invalidBody(wire.PointerAt(raw, typeErr.Offset), fmt.Sprintf("must be %s, not %s", jsonKind(typeErr.Type.Kind().String()), typeErr.Value))
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
 		name := strings.Trim(strings.TrimPrefix(err.Error(), "json: unknown field "), `"`)
-		return invalidBody(wire.Pointer(name), "unknown member "+name)
+		issue := wire.Issue{Path: wire.Pointer(name), Message: "unknown member " + name}
+		if meant := suggestMember(v, name); meant != "" {
+			issue.DidYouMean = meant
+			issue.Message += fmt.Sprintf("; did you mean %q?", meant)
+		}
+		return InvalidBody(issue)
 	default:
 		return invalidBody("", "body could not be read as JSON")
 	}

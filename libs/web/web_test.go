@@ -66,7 +66,7 @@ func TestChain(t *testing.T) {
 		{"NotJSON", "POST", "/things", `{"name":`, 400, `{"error":"invalid_body","message":"body is not valid JSON","issues":[{"path":"","message":"body is not valid JSON"}]}`},
 		{"WrongType", "POST", "/things", `{"ops":[{"N":"x"}]}`, 400, `{"error":"invalid_body","message":"must be a number, not string","issues":[{"path":"/ops/0/N","message":"must be a number, not string"}]}`},
 		{"LaterElement", "POST", "/things", `{"name":"a","ops":[{"N":1},{"N":2},{"N":[true]}]}`, 400, `{"error":"invalid_body","message":"must be a number, not array","issues":[{"path":"/ops/2/N","message":"must be a number, not array"}]}`},
-		{"UnknownMember", "POST", "/things", `{"nam":"a"}`, 400, `{"error":"invalid_body","message":"unknown member nam","issues":[{"path":"/nam","message":"unknown member nam"}]}`},
+		{"UnknownMember", "POST", "/things", `{"nam":"a"}`, 400, `{"error":"invalid_body","message":"unknown member nam; did you mean \"name\"?","issues":[{"path":"/nam","message":"unknown member nam; did you mean \"name\"?","did_you_mean":"name"}]}`},
 		{"TwoValues", "POST", "/things", `{} {}`, 400, `{"error":"invalid_body","message":"body must hold exactly one JSON value","issues":[{"path":"","message":"body must hold exactly one JSON value"}]}`},
 		{"Unknown", "GET", "/nope", ``, 404, `{"error":"not_found"}`},
 		{"WrongMethod", "GET", "/things", ``, 405, `{"error":"method_not_allowed"}`},

@@ -9,6 +9,9 @@ import (
 type Issue struct {
 	Path    string `json:"path"`
 	Message string `json:"message"`
+	// DidYouMean is the value meant, when one is the obvious fix (an unknown member's
+	// intended name).
+	DidYouMean string `json:"did_you_mean,omitempty"`
 }
 
 // Pointer builds a JSON Pointer from reference tokens, escaping "~" and "/".

@@ -48,7 +48,7 @@ type Engine interface {
 	// RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired key names, or "".
 	RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error)
 	Cancel(ctx context.Context, org, id string) (run.Status, error)
-	Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (signalID string, delivered bool, err error)
+	Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (run.SignalResult, error)
 }
 
 // RunReader is the read side of runs and their attempts.

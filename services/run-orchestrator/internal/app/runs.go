@@ -69,14 +69,15 @@ func (r Runs) Cancel(ctx context.Context, org, id string) (string, error) {
 	return string(st), nil
 }
 
-// Signal stores a signal for a run and wakes it when a wait consumes it.
-func (r Runs) Signal(ctx context.Context, org, id, name string, payload json.RawMessage) (string, bool, error) {
-	sid, delivered, err := r.engine.Signal(ctx, org, id, name, payload)
+// Signal stores a signal for a run and wakes it when a wait consumes it; one that no wait
+// consumed says what the run waits for.
+func (r Runs) Signal(ctx context.Context, org, id, name string, payload json.RawMessage) (run.SignalResult, error) {
+	res, err := r.engine.Signal(ctx, org, id, name, payload)
 	if err != nil && !isDomain(err) {
 		if pgdb.Unavailable(err) {
-			return "", false, storeError(err)
+			return run.SignalResult{}, storeError(err)
 		}
-		return "", false, errors.Join(errors.New("signal"), err)
+		return run.SignalResult{}, errors.Join(errors.New("signal"), err)
 	}
-	return sid, delivered, err
+	return res, err
 }

@@ -36,8 +36,8 @@ func (storeDown) Cancel(context.Context, string, string) (run.Status, error) {
 	return "", errShuttingDown
 }
 
-func (storeDown) Signal(context.Context, string, string, string, json.RawMessage) (string, bool, error) {
-	return "", false, errShuttingDown
+func (storeDown) Signal(context.Context, string, string, string, json.RawMessage) (run.SignalResult, error) {
+	return run.SignalResult{}, errShuttingDown
 }
 
 // TestRunsStoreUnavailable: reads, cancel and signals that fail because Postgres cannot be
@@ -55,6 +55,6 @@ func TestRunsStoreUnavailable(t *testing.T) {
 	require.ErrorAs(t, err, &ue)
 	var ce *app.CancelError
 	require.False(t, errors.As(err, &ce))
-	_, _, err = runs.Signal(context.Background(), "org", "run_x", "go", nil)
+	_, err = runs.Signal(context.Background(), "org", "run_x", "go", nil)
 	require.ErrorAs(t, err, &ue)
 }

@@ -25,8 +25,10 @@ func owned(l *Locked, org string) error {
 }
 
 // Signal stores a signal; the oldest wait on its name consumes it at once and the run wakes.
-func (s *Store) Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (string, bool, error) {
-	sigID := wire.NewID(wire.Signal)
+// A signal no wait consumed says what the run waits for.
+func (s *Store) Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (run.SignalResult, error) {
+	res := run.SignalResult{ID: wire.NewID(wire.Signal)}
+	sigID := res.ID
 	o, err := s.Update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		if err := owned(l, org); err != nil {
 			return run.Outcome{}, err
@@ -42,12 +44,17 @@ func (s *Store) Signal(ctx context.Context, org, runID, name string, payload jso
 			// parked in a wait, with no worker that would find out).
 			return s.failBroken(ctx, tx, l, l.broken, run.StatusFailed)
 		}
-		return s.interp.Apply(l.run, run.SignalArrived{Signal: run.Signal{ID: sigID, Name: name, Payload: payload}, Now: time.Now()})
+		o, err := s.interp.Apply(l.run, run.SignalArrived{Signal: run.Signal{ID: sigID, Name: name, Payload: payload}, Now: time.Now()})
+		if err == nil && !o.Delivered {
+			res.WaitingFor = l.run.SignalWaits()
+		}
+		return o, err
 	})
 	if err != nil {
-		return "", false, err
+		return run.SignalResult{}, err
 	}
-	return sigID, o.Delivered, nil
+	res.Delivered = o.Delivered
+	return res, nil
 }
 
 // Cancel marks the run cancelled, ends its waits, cancels its jobs and records the attempts in

@@ -65,3 +65,12 @@ type ListFilter struct {
 	After      string
 	Limit      int
 }
+
+// SignalResult is what storing a signal did: Delivered when a wait consumed it at once;
+// otherwise it stays buffered, and WaitingFor lists the signal names the run waits for now
+// (oldest wait first; empty: no signal wait).
+type SignalResult struct {
+	ID         string
+	Delivered  bool
+	WaitingFor []string
+}

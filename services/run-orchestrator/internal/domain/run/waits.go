@@ -2,6 +2,7 @@ package run
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 )
 
@@ -95,4 +96,28 @@ func (w *Wait) before(x *Wait) bool {
 		return w.Seq < x.Seq
 	}
 	return w.Since.Before(x.Since)
+}
+
+// SignalWaits lists the signal names the run's waits wait for now, oldest wait first.
+func (r *Run) SignalWaits() []string {
+	var waits []*Wait
+	for _, id := range r.Def.order(r.State) {
+		if b := r.State.Blocks[id]; b.Status == BlockWaiting && b.Wait != nil && b.Wait.Kind == WaitSignal {
+			waits = append(waits, b.Wait)
+		}
+	}
+	slices.SortStableFunc(waits, func(a, b *Wait) int {
+		if a.before(b) {
+			return -1
+		}
+		if b.before(a) {
+			return 1
+		}
+		return 0
+	})
+	names := make([]string, len(waits))
+	for i, w := range waits {
+		names[i] = w.Signal
+	}
+	return names
 }

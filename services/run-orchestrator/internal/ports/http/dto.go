@@ -2,14 +2,19 @@ package http
 
 import (
 	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
+// The aka tags name what other tools call a member: an unknown member gets the intended one as
+// did_you_mean (web.Decode).
 type startRunRequest struct {
-	Input          json.RawMessage `json:"input"`
-	IdempotencyKey *string         `json:"idempotencyKey"`
+	Input          json.RawMessage `json:"input" aka:"inputs,params,parameters,args,arguments,data,payload,body,variables,vars"`
+	IdempotencyKey *string         `json:"idempotencyKey" aka:"idempotency,key,dedupKey,dedupeKey,requestId"`
 }
 
 type startRunResponse struct {
@@ -102,6 +107,48 @@ func toAttemptResponse(a run.Attempt) attemptResponse {
 }
 
 type signalRequest struct {
-	Name    string          `json:"name"`
-	Payload json.RawMessage `json:"payload"`
+	Name    string          `json:"name" aka:"signal,signalName,event,eventName,type,topic"`
+	Payload json.RawMessage `json:"payload" aka:"data,body,value,input,message,content"`
 }
+
+// signalResponse is POST /api/runs/:id/signals's answer. A signal that no wait consumed is
+// stored (a wait on its name that starts later takes it); the answer then says what the run
+// waits for, so a caller that sent the wrong name sees it: waitingFor lists the signal names
+// the run's waits wait for now (oldest first, empty when none), and did_you_mean the one the
+// caller most likely meant when one is near the name sent (a misspelling; a different name may
+// well be meant for a later wait, so none is guessed).
+type signalResponse struct {
+	SignalID   string   `json:"signalId"`
+	Delivered  bool     `json:"delivered"`
+	WaitingFor []string `json:"waitingFor,omitempty"`
+	Message    string   `json:"message,omitempty"`
+	DidYouMean string   `json:"did_you_mean,omitempty"`
+}
+
+func toSignalResponse(name string, res run.SignalResult) signalResponse {
+	out := signalResponse{SignalID: res.ID, Delivered: res.Delivered}
+	if res.Delivered {
+		return out
+	}
+	out.WaitingFor = res.WaitingFor
+	if out.WaitingFor == nil {
+		out.WaitingFor = []string{}
+	}
+	switch {
+	case len(res.WaitingFor) == 0:
+		out.Message = fmt.Sprintf("signal %q is stored: the run does not wait for a signal now; a wait on %q that starts later consumes it", name, name)
+	default:
+		out.Message = fmt.Sprintf("signal %q is stored, but the run waits for %s; a wait on %q that starts later consumes it", name, quoteAll(res.WaitingFor), name)
+		out.DidYouMean = wire.Nearest(name, res.WaitingFor)
+	}
+	return out
+}
+
+func quoteAll(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = strconv.Quote(n)
+	}
+	return strings.Join(q, ", ")
+}
+

@@ -199,10 +199,10 @@ func (s server) signal(w http.ResponseWriter, r *http.Request) error {
 	if req.Name == "" || len(req.Name) > 200 {
 		return web.InvalidBody(wire.Issue{Path: "/name", Message: "name must be a string of 1 to 200 characters"})
 	}
-	sid, delivered, err := s.h.Runs.Signal(r.Context(), org(r), id, req.Name, req.Payload)
+	res, err := s.h.Runs.Signal(r.Context(), org(r), id, req.Name, req.Payload)
 	if err != nil {
 		return err
 	}
-	web.WriteJSON(w, http.StatusAccepted, map[string]any{"signalId": sid, "delivered": delivered})
+	web.WriteJSON(w, http.StatusAccepted, toSignalResponse(req.Name, res))
 	return nil
 }
