@@ -151,4 +151,3 @@ func quoteAll(names []string) string {
 	}
 	return strings.Join(q, ", ")
 }
-
