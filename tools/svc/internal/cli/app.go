@@ -231,10 +231,11 @@ The API is --api, else $SVC_API, else the API of the last login, else ` + Defaul
 		c.GroupID = "auth"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.workflowsCommand(), a.opsCommand(), a.runCommand(), a.runsCommand(), a.schedulesCommand()} {
+	for _, c := range []*cobra.Command{a.workflowsCommand(), a.opsCommand(), a.runCommand(), a.runsCommand(), a.schedulesCommand(), a.connectorsCommand()} {
 		c.GroupID = "domain"
 		root.AddCommand(c)
 	}
+	root.AddCommand(a.mcpCommand())
 	root.AddCommand(a.completionCommand(root))
 	return root
 }

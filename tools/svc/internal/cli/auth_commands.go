@@ -30,8 +30,10 @@ func (a *app) loginCommand() *cobra.Command {
 		Use:   "login",
 		Short: "Sign in (or sign up) and save an API key for this API",
 		Long: `Signs in with email and password, or signs up when no user has that email (the
-personal organization is created by the API). Then mints an API key named after this host
-and saves it, with the session, in the credentials file.
+personal organization is created by the API). Then saves an API key, with the session, in
+the credentials file: the key already saved for this API when it is the same user and
+organization's and the API still accepts it (one cheap authenticated call), else a new key
+named after this host. Logging in again therefore does not pile up keys.
 
 Missing --email or --password are prompted for when a terminal is attached (the password
 without echo); with --non-interactive, or without a terminal, they are required.`,
@@ -121,16 +123,12 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 	}
 
 	// ---------------------------------------------------------------------------------
-	// Mint the key and save.
-	host, err := a.env.Hostname()
-	if err != nil || host == "" {
-		host = "svc-cli"
-	}
-	key, _, err := c.CreateAPIKey(ctx, sess.Cookie, host)
-	if err != nil {
-		return fmt.Errorf("mint an API key: %w", err)
-	}
+	// Reuse the saved key while it works, else mint one; save.
 	store, err := a.credentials()
+	if err != nil {
+		return err
+	}
+	key, reused, err := a.loginKey(ctx, c, store, apiURL, sess, org)
 	if err != nil {
 		return err
 	}
@@ -146,7 +144,7 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 		return writeJSON(a.out(), map[string]any{
 			"api": apiURL, "signedUp": signedUp, "userId": saved.UserID, "userEmail": saved.UserEmail,
 			"organizationId": saved.OrganizationID, "organizationSlug": saved.OrganizationSlug,
-			"apiKeyId": saved.APIKeyID, "apiKeyName": key.Name, "credentials": store.Path(),
+			"apiKeyId": saved.APIKeyID, "apiKeyName": key.Name, "apiKeyReused": reused, "credentials": store.Path(),
 		})
 	}
 	verb := "Signed in"
@@ -154,6 +152,10 @@ func (a *app) login(cmd *cobra.Command, f loginFlags) error {
 		verb = "Signed up"
 	}
 	fmt.Fprintf(a.out(), "%s as %s (organization %s) on %s.\n", verb, saved.UserEmail, saved.OrganizationSlug, apiURL)
+	if reused {
+		fmt.Fprintf(a.out(), "API key %s (%q) still works: kept in %s.\n", key.ID, key.Name, store.Path())
+		return nil
+	}
 	fmt.Fprintf(a.out(), "API key %s (%q, starts %s) saved to %s.\n", key.ID, key.Name, key.Start, store.Path())
 	return nil
 }
@@ -279,36 +281,58 @@ func randomSuffix(n int) string {
 }
 
 func (a *app) logoutCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "logout",
+	var revoke bool
+	cmd := &cobra.Command{
+		Use:   "logout [--revoke]",
 		Short: "Remove the saved credentials for this API",
-		Long: `Removes this API's entry from the credentials file and leaves the others. It does not
-revoke the session or the API key on the server: use 'svc key revoke' for that.`,
+		Long: `Removes this API's entry from the credentials file and leaves the others. Without
+--revoke the API key and session stay valid on the server. With --revoke, the saved key is
+revoked first (with the saved session, as keys are managed) and the session is signed out;
+if the server refuses, the entry is kept so that you can log in again and retry.`,
+		Example: `  svc logout
+  svc logout --revoke`,
 		Args: args(),
-		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
-			apiURL, err := a.apiURL(cmd)
-			if err != nil {
-				return err
-			}
-			store, err := a.credentials()
-			if err != nil {
-				return err
-			}
-			removed, err := store.Remove(apiURL)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), map[string]any{"api": apiURL, "removed": removed})
-			}
-			if removed {
-				fmt.Fprintf(a.out(), "Logged out of %s (the API key and session stay valid on the server).\n", apiURL)
-			} else {
-				fmt.Fprintf(a.out(), "Not logged in to %s; nothing to remove.\n", apiURL)
-			}
-			return nil
-		}),
+		RunE: a.run(func(cmd *cobra.Command, _ []string) error { return a.logout(cmd, revoke) }),
 	}
+	cmd.Flags().BoolVar(&revoke, "revoke", false, "revoke the saved API key and end the saved session on the server")
+	return cmd
+}
+
+func (a *app) logout(cmd *cobra.Command, revoke bool) error {
+	apiURL, err := a.apiURL(cmd)
+	if err != nil {
+		return err
+	}
+	store, err := a.credentials()
+	if err != nil {
+		return err
+	}
+	var revokedKey string
+	if revoke {
+		if revokedKey, err = a.revokeSaved(cmd.Context(), store, apiURL); err != nil {
+			return err
+		}
+	}
+	removed, err := store.Remove(apiURL)
+	if err != nil {
+		return err
+	}
+	if a.jsonOutput() {
+		out := map[string]any{"api": apiURL, "removed": removed}
+		if revoke {
+			out["revokedApiKeyId"] = revokedKey
+		}
+		return writeJSON(a.out(), out)
+	}
+	switch {
+	case removed && revoke:
+		fmt.Fprintf(a.out(), "Logged out of %s; API key %s revoked and the session ended.\n", apiURL, revokedKey)
+	case removed:
+		fmt.Fprintf(a.out(), "Logged out of %s (the API key and session stay valid on the server; --revoke revokes them).\n", apiURL)
+	default:
+		fmt.Fprintf(a.out(), "Not logged in to %s; nothing to remove.\n", apiURL)
+	}
+	return nil
 }
 
 func (a *app) tokenCommand() *cobra.Command {

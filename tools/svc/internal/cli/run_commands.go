@@ -99,7 +99,7 @@ code is then 0 only if the run completed.`,
 			}
 			raw, err := c.StartRun(cmd.Context(), key, argv[0], req)
 			if err != nil {
-				return err
+				return runRefusal(err, argv[0])
 			}
 			var started struct {
 				RunID string `json:"runId"`

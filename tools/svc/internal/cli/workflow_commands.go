@@ -30,7 +30,8 @@ type validationError struct {
 	BlockID    string `json:"block_id"`
 	Message    string `json:"message"`
 	Pointer    string `json:"pointer"`
-	DidYouMean string `json:"did_you_mean"`
+	// DidYouMean is any JSON value (a name, or a value of the param's type).
+	DidYouMean json.RawMessage `json:"did_you_mean"`
 }
 
 type skippedItem struct {
@@ -47,8 +48,8 @@ type skippedItem struct {
 }
 
 func (a *app) workflowsCommand() *cobra.Command {
-	return a.group("workflows", "List, read and create workflows", []string{"workflow", "wf"},
-		a.workflowsListCommand(), a.workflowsGetCommand(), a.workflowsCreateCommand())
+	return a.group("workflows", "List, read, create and delete workflows", []string{"workflow", "wf"},
+		a.workflowsListCommand(), a.workflowsGetCommand(), a.workflowsCreateCommand(), a.workflowsDeleteCommand())
 }
 
 func (a *app) workflowsListCommand() *cobra.Command {
@@ -121,22 +122,37 @@ func (a *app) workflowsGetCommand() *cobra.Command {
 func (a *app) workflowsCreateCommand() *cobra.Command {
 	var name, description, file string
 	cmd := &cobra.Command{
-		Use:   "create --name <name> [--description <text>] [-f definition.json]",
-		Short: "Create a workflow, optionally from a definition file",
+		Use:   "create --name <name> [--description <text>] [-f definition-or-ops.json]",
+		Short: "Create a workflow, optionally from a definition or an operations file",
+		Long: `Creates a workflow. With -f, the file is either a definition ({"blocks":[...],
+"edges":[...]}) or a batch of edit operations ({"ops":[...]} or [...], as the files in
+examples/ are): the operations are applied to the new, empty workflow.
+
+Operations that cannot apply are skipped, and listed with their reasons; the workflow is
+created without them and the exit code is 1, so a script notices. A batch the API refuses
+as a whole leaves no workflow behind.`,
 		Example: `  svc workflows create --name hello
-  svc workflows create --name fetch -f definition.json   # {"blocks":[...],"edges":[...]}`,
+  svc workflows create --name hello -f examples/hello.json   # {"ops":[...]}
+  svc workflows create --name fetch -f definition.json       # {"blocks":[...],"edges":[...]}`,
 		Args: args(),
 		RunE: a.run(func(cmd *cobra.Command, _ []string) error {
 			if strings.TrimSpace(name) == "" {
 				return usagef(cmd, "--name is required")
 			}
 			req := api.CreateWorkflowRequest{Name: name, Description: description}
+			var ops json.RawMessage
 			if file != "" {
-				def, err := readJSONFile(file, a.env.Stdin)
+				doc, err := readJSONFile(file, a.env.Stdin)
 				if err != nil {
 					return usagef(cmd, "-f %s: %v", file, err)
 				}
-				req.Definition = def
+				if isOpsDocument(doc) {
+					if ops, err = opsOf(doc); err != nil {
+						return usagef(cmd, "-f %s: %v", file, err)
+					}
+				} else {
+					req.Definition = doc
+				}
 			}
 			c, key, err := a.domain(cmd)
 			if err != nil {
@@ -146,22 +162,34 @@ func (a *app) workflowsCreateCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), raw)
+			if ops != nil {
+				if raw, err = applyCreatedOps(cmd.Context(), c, key, raw, ops); err != nil {
+					return err
+				}
 			}
 			var w workflowView
 			if err := json.Unmarshal(raw, &w); err != nil {
 				return err
 			}
-			fmt.Fprintf(a.out(), "Created workflow %s (%q), version %d.\n", w.ID, w.Name, w.Version)
-			printSkipped(a.out(), w.SkippedItems)
-			printValidation(a.out(), w.ValidationErrors)
+			if a.jsonOutput() {
+				if err := writeJSON(a.out(), raw); err != nil {
+					return err
+				}
+			} else {
+				fmt.Fprintf(a.out(), "Created workflow %s (%q), version %d.\n", w.ID, w.Name, w.Version)
+				printSkipped(a.out(), w.SkippedItems)
+				printValidation(a.out(), w.ValidationErrors)
+			}
+			if n := len(w.SkippedItems); n > 0 {
+				return &ExitError{Code: ExitFailure, Msg: fmt.Sprintf("workflow %s was created, but %d operation(s) of %s were skipped (see skipped_items): "+
+					"fix them with 'svc ops apply %s -f <ops.json>'", w.ID, n, file, w.ID)}
+			}
 			return nil
 		}),
 	}
 	cmd.Flags().StringVar(&name, "name", "", "workflow name, unique in the organization (required)")
 	cmd.Flags().StringVar(&description, "description", "", "description")
-	cmd.Flags().StringVarP(&file, "file", "f", "", `definition file ({"blocks":[...],"edges":[...]}), "-" for stdin`)
+	cmd.Flags().StringVarP(&file, "file", "f", "", `definition ({"blocks":[...],"edges":[...]}) or operations ({"ops":[...]}) file, "-" for stdin`)
 	return cmd
 }
 
@@ -300,5 +328,15 @@ func printValidation(w io.Writer, errs []validationError) {
 			where = " [" + e.BlockID + "]"
 		}
 		fmt.Fprintf(w, "  %s%s: %s\n", e.Code, where, e.Message)
+		if dym := compactJSON(e.DidYouMean, 80); dym != "" || e.Pointer != "" {
+			var parts []string
+			if dym != "" {
+				parts = append(parts, "did you mean "+dym+"?")
+			}
+			if e.Pointer != "" {
+				parts = append(parts, "at "+e.Pointer)
+			}
+			fmt.Fprintf(w, "     hint: %s\n", strings.Join(parts, " "))
+		}
 	}
 }
