@@ -26,10 +26,10 @@ type workflowView struct {
 }
 
 type validationError struct {
-	Code       string `json:"code"`
-	BlockID    string `json:"block_id"`
-	Message    string `json:"message"`
-	Pointer    string `json:"pointer"`
+	Code    string `json:"code"`
+	BlockID string `json:"block_id"`
+	Message string `json:"message"`
+	Pointer string `json:"pointer"`
 	// DidYouMean is any JSON value (a name, or a value of the param's type).
 	DidYouMean json.RawMessage `json:"did_you_mean"`
 }
