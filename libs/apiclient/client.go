@@ -40,6 +40,8 @@ type Client struct {
 	http      *http.Client
 	userAgent string
 	sleepFunc func(ctx context.Context, d time.Duration) error
+	// auth is the credential of domain calls made with an empty key (WithAuth).
+	auth Auth
 }
 
 // NewClient returns a client of the API at baseURL. httpClient must not be nil.
@@ -73,6 +75,15 @@ func NormalizeURL(raw string) (string, error) {
 		return "", err
 	}
 	return u.String(), nil
+}
+
+// WithAuth returns a client whose domain calls made with an empty key carry a instead: the
+// gateway's MCP endpoint acts with its caller's credential, which may be a session cookie or
+// a session token rather than an API key.
+func (c *Client) WithAuth(a Auth) *Client {
+	cp := *c
+	cp.auth = a
+	return &cp
 }
 
 // BaseURL is the API's address.

@@ -22,8 +22,16 @@ type Page struct {
 	NextCursor *string           `json:"nextCursor"`
 }
 
+// domainAuth is the credential of a domain call: the key, else the client's own (WithAuth).
+func (c *Client) domainAuth(key string) Auth {
+	if key == "" {
+		return c.auth
+	}
+	return Auth{APIKey: key}
+}
+
 func (c *Client) get(ctx context.Context, key, path string, q url.Values) (json.RawMessage, error) {
-	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q, auth: Auth{APIKey: key}})
+	resp, err := c.do(ctx, request{method: http.MethodGet, path: path, query: q, auth: c.domainAuth(key)})
 	if err != nil {
 		return nil, err
 	}
@@ -31,7 +39,7 @@ func (c *Client) get(ctx context.Context, key, path string, q url.Values) (json.
 }
 
 func (c *Client) send(ctx context.Context, key, method, path string, body any, h http.Header) (json.RawMessage, error) {
-	resp, err := c.do(ctx, request{method: method, path: path, auth: Auth{APIKey: key}, body: body, header: h})
+	resp, err := c.do(ctx, request{method: method, path: path, auth: c.domainAuth(key), body: body, header: h})
 	if err != nil {
 		return nil, err
 	}
@@ -156,6 +164,29 @@ func (c *Client) ListRuns(ctx context.Context, key, workflowID, status string) (
 		q.Set("status", status)
 	}
 	return c.listAll(ctx, key, "/api/runs", q)
+}
+
+// ListRunsPage reads one page of runs after cursor ("" from the start), optionally of one
+// workflow or in one status; limit 0 is the API's default.
+func (c *Client) ListRunsPage(ctx context.Context, key, workflowID, status, after string, limit int) (*Page, error) {
+	q := url.Values{}
+	for k, v := range map[string]string{"workflowId": workflowID, "status": status, "after": after} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	raw, err := c.get(ctx, key, "/api/runs", q)
+	if err != nil {
+		return nil, err
+	}
+	var p Page
+	if err := json.Unmarshal(raw, &p); err != nil {
+		return nil, err
+	}
+	return &p, nil
 }
 
 // Logs reads one page of a run's step attempts after cursor ("" from the start).
