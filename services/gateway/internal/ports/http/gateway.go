@@ -38,6 +38,8 @@ type Gateway struct {
 	proxies  map[Peer]*httputil.ReverseProxy
 	health   http.Handler
 	openAPI  http.Handler
+	// mcp serves mcpPath (mcp.go) behind the guard and the rate limit.
+	mcp http.Handler
 }
 
 // NewGateway returns the gateway for the given peers; every peer of the routing table must be
@@ -51,6 +53,7 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
 		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler()}
+	g.mcp = newMCPHandler(log, g)
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
 		if !ok || up.URL == nil || up.Transport == nil {
@@ -125,6 +128,12 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !g.limit(w, r, id, taken) {
+			return
+		}
+		if p == mcpPath {
+			// Served here, with the caller's credentials still on the request: each tool call
+			// comes back through ServeHTTP with them (mcp.go).
+			g.serveMCP(w, r)
 			return
 		}
 		// The service gets the signed identity instead of the raw credentials.
@@ -252,6 +261,15 @@ func bufferBody(r *http.Request, limit int64) error {
 	r.ContentLength = int64(len(b))
 	r.TransferEncoding = nil // the length is known now; forward it as such
 	return nil
+}
+
+func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
+	r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, mcpPath))
+	if err := bufferBody(r, web.MaxBodyBytes); err != nil {
+		web.WriteError(w, r, g.log, err)
+		return
+	}
+	g.mcp.ServeHTTP(w, r)
 }
 
 // vouchingService is the name the gateway signs its own statements under.

@@ -28,5 +28,5 @@ func TestRoutingMatchesOpenAPI(t *testing.T) {
 		require.Equal(t, Peer(op.Service), rt.Peer, "%s goes to the wrong service", op)
 		require.Equal(t, op.Open, isOpen(table(), p), "%s: guarded or open differs from the document", op)
 	}
-	require.ElementsMatch(t, []string{"GET /health", "GET " + openAPIPath}, own, "the gateway itself answers only /health and the document")
+	require.ElementsMatch(t, []string{"GET /health", "GET " + openAPIPath, "POST " + mcpPath}, own, "the gateway itself answers only /health, the document and MCP")
 }

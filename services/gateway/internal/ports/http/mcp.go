@@ -1,0 +1,129 @@
+package http
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	api "svc.dev/libs/apiclient"
+	"svc.dev/libs/buildinfo"
+	"svc.dev/libs/mcptools"
+)
+
+// mcpPath is where the gateway serves the MCP tools over streamable HTTP (ARCHITECTURE §9).
+const mcpPath = "/api/mcp"
+
+// selfBaseURL is the address the MCP tools' API client is given. Its requests never leave
+// the process (selfTransport); the host only names them in logs and errors.
+const selfBaseURL = "http://gateway.internal"
+
+// mcpCallTimeout bounds one API call a tool makes; runs_wait's own bound is shorter.
+const mcpCallTimeout = 150 * time.Second
+
+// newMCPHandler serves the MCP tools. Each tool call is one or more public API requests that
+// go back through this gateway's own handler (guard, rate limit, routing table) carrying the
+// caller's credentials, so an MCP caller gets exactly what the same requests over HTTP would:
+// its organization only, its bucket, its revocations.
+//
+// The handler is stateless: no MCP session lives in a replica's memory, so any replica can
+// answer any request, and every request is authorized on its own.
+func newMCPHandler(log *slog.Logger, self http.Handler) http.Handler {
+	client, err := api.NewClient(selfBaseURL, &http.Client{Transport: selfTransport{h: self}, Timeout: mcpCallTimeout}, "svc-mcp/"+buildinfo.Version())
+	if err != nil {
+		panic(err) // selfBaseURL is a constant
+	}
+	server := mcptools.NewServer(mcptools.Config{Principal: callerPrincipal(client), Version: buildinfo.Version()})
+	return mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return server }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		Logger:       log,
+		// The SDK refuses requests that reach a loopback address under another Host name, a
+		// defence against DNS rebinding for servers that trust whoever can reach them. Here
+		// every request needs credentials, which a rebinding page does not have; and a reverse
+		// proxy on the same host (a public Host arriving on loopback) must keep working.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        1 << 20, // contract §0
+	})
+}
+
+// callerPrincipal makes each tool call act as the HTTP request that carried it.
+func callerPrincipal(client *api.Client) mcptools.PrincipalFunc {
+	return func(_ context.Context, extra *mcp.RequestExtra) (mcptools.Principal, error) {
+		if extra == nil || extra.Header == nil {
+			return mcptools.Principal{}, errors.New("no HTTP request carries this call")
+		}
+		return mcptools.Principal{Client: client.WithAuth(callerAuth(extra.Header))}, nil
+	}
+}
+
+// callerAuth is the credential the caller presented, as the guard read it.
+func callerAuth(h http.Header) api.Auth {
+	a := api.Auth{Cookie: h.Get("Cookie")}
+	if v := strings.TrimSpace(h.Get("Authorization")); len(v) > len("bearer ") && strings.EqualFold(v[:len("bearer ")], "bearer ") {
+		a.APIKey = strings.TrimSpace(v[len("bearer "):])
+	} else if k := strings.TrimSpace(h.Get("X-Api-Key")); k != "" {
+		a.APIKey = k // sent on as a bearer token, which the guard takes for a key as well
+	}
+	return a
+}
+
+// selfTransport answers the MCP tools' API requests with the gateway's own handler, in
+// process: no loopback connection, no second trip through the listener's middleware.
+type selfTransport struct{ h http.Handler }
+
+func (t selfTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if cleanPath(req.URL.Path) == mcpPath {
+		return nil, errors.New("the MCP tools do not call the MCP endpoint")
+	}
+	in := req.Clone(req.Context())
+	in.RequestURI = req.URL.RequestURI()
+	if in.Body == nil {
+		in.Body = http.NoBody
+	}
+	rec := &recorder{header: http.Header{}}
+	t.h.ServeHTTP(rec, in)
+	if rec.status == 0 {
+		rec.status = http.StatusOK
+	}
+	return &http.Response{
+		Status:        http.StatusText(rec.status),
+		StatusCode:    rec.status,
+		Proto:         "HTTP/1.1",
+		ProtoMajor:    1,
+		ProtoMinor:    1,
+		Header:        rec.header,
+		Body:          io.NopCloser(bytes.NewReader(rec.body.Bytes())),
+		ContentLength: int64(rec.body.Len()),
+		Request:       req,
+	}, nil
+}
+
+// recorder is the http.ResponseWriter of an in-process request.
+type recorder struct {
+	header http.Header
+	status int
+	body   bytes.Buffer
+}
+
+func (r *recorder) Header() http.Header { return r.header }
+
+func (r *recorder) WriteHeader(status int) {
+	if r.status == 0 {
+		r.status = status
+	}
+}
+
+func (r *recorder) Write(b []byte) (int, error) {
+	r.WriteHeader(http.StatusOK)
+	return r.body.Write(b)
+}
+
+// Flush lets the reverse proxy's streaming (FlushInterval -1) run; the answer is read whole.
+func (r *recorder) Flush() {}
