@@ -13,9 +13,17 @@
 //     skipped (hidden_param_in_input).
 //   - "x-expression": true on a string property: the value is a bare expr-lang expression (not a
 //     {{ }} template); the editor parses it at patch time.
+//   - "x-aliases": [names] on a top-level property: the names other tools and languages give
+//     the param ("predicate" for a condition's expression, "endpoint" for a URL). The editor
+//     suggests the param for them (did_you_mean of unknown_param) before any guess by spelling.
 //   - "x-json-schema": true on a property: the value is itself a JSON Schema (draft 2020-12
 //     unless its $schema says otherwise), which the editor compiles at patch time with nothing
 //     loaded from outside it.
+//
+// An entry's "aliases" are the names other products give its block type ("fetch" and
+// "webhook_call" for http.request, "switch" for condition, "cron" for trigger.schedule): the
+// editor suggests the type for them (did_you_mean of block_type_not_registered). An alias is
+// never a type, and no two types share one.
 //
 // Formats beyond JSON Schema's, which other validators ignore: "go-duration" is a duration Go's
 // time.ParseDuration reads ("90s", "1h30m"); a pattern next to it says the same to them.
@@ -83,6 +91,7 @@ type Entry struct {
 	Type         string          `json:"type"`
 	Category     Category        `json:"category"`
 	Title        string          `json:"title"`
+	Aliases      []string        `json:"aliases,omitempty"`
 	Description  string          `json:"description"`
 	Params       json.RawMessage `json:"params"`
 	OutputSchema json.RawMessage `json:"output_schema"`
@@ -160,9 +169,11 @@ func (e Entry) HiddenParams() []string {
 	return hidden
 }
 
-// Public returns the entry as the public catalog shows it: hidden params are gone from the
-// params schema (from properties and required alike), and so is every hidden mark.
+// Public returns the entry as the public catalog shows it (contract §2's members only): hidden
+// params are gone from the params schema (from properties and required alike), and so is
+// every hidden mark; the type's aliases serve the editor's suggestions and are not listed.
 func (e Entry) Public() Entry {
+	e.Aliases = nil
 	hidden := e.HiddenParams()
 	if len(hidden) == 0 {
 		return e

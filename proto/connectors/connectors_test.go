@@ -170,3 +170,51 @@ func TestFailRetryPolicy(t *testing.T) {
 	}
 	t.Fatal("fail is not in the catalog")
 }
+
+// Aliases are catalog data the editor suggests from: an alias of a type is no type and no
+// other type's alias, and an alias of a param is no param of that connector and no alias of
+// another of its params, compared the way the editor compares names (case and punctuation
+// aside).
+func TestAliasesAreUnambiguous(t *testing.T) {
+	t.Parallel()
+	entries, err := connectors.Load()
+	require.NoError(t, err)
+	norm := func(s string) string {
+		var b strings.Builder
+		for _, r := range strings.ToLower(s) {
+			if r >= 'a' && r <= 'z' || r >= '0' && r <= '9' {
+				b.WriteRune(r)
+			}
+		}
+		return b.String()
+	}
+	owner := map[string]string{}
+	for _, e := range entries {
+		owner[norm(e.Type)] = e.Type
+	}
+	for _, e := range entries {
+		for _, a := range e.Aliases {
+			prev, taken := owner[norm(a)]
+			require.False(t, taken, "type alias %q of %s is already %s", a, e.Type, prev)
+			owner[norm(a)] = e.Type
+		}
+		var schema struct {
+			Properties map[string]struct {
+				Aliases []string `json:"x-aliases"`
+			} `json:"properties"`
+		}
+		require.NoError(t, json.Unmarshal(e.Params, &schema))
+		params := map[string]string{}
+		for name := range schema.Properties {
+			params[norm(name)] = name
+		}
+		for name, p := range schema.Properties {
+			for _, a := range p.Aliases {
+				prev, taken := params[norm(a)]
+				require.False(t, taken, "%s: alias %q of param %s is already %s", e.Type, a, name, prev)
+				params[norm(a)] = name
+			}
+		}
+	}
+	require.NotEmpty(t, entries[0].Aliases, "the catalog has aliases")
+}
