@@ -1,0 +1,402 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/e2e/harness"
+)
+
+// TestMCP drives the MCP tools as an agent would, through both transports: `svc mcp` as a
+// subprocess over stdio (the SDK's CommandTransport) and /api/mcp through the gateway over
+// streamable HTTP (the SDK's StreamableClientTransport), each with an API key. Each builds a
+// workflow from a batch with a mistake, repairs it from the reply alone, runs it, signals it
+// and reads its logs. A key of another organization sees none of it; the endpoint is guarded
+// and rate limited like any domain route. The MCP Inspector, a third-party client from npm,
+// drives the HTTP endpoint too (TestMCPInspector).
+func TestMCP(t *testing.T) {
+	t.Parallel()
+	bin := buildCLI(t)
+	// Each tool call costs the caller one token for the MCP request and one per API call the
+	// tool makes (runs_wait polls): more than the default 60 a minute for this test's pace.
+	sys := harness.Start(t, harness.Options{Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin, "SVC_RATE_LIMIT_PER_MINUTE": "2000"}})
+
+	orgA := newRunsUser(t, sys, "mcp-a")
+	keyA := apiKeyOf(t, orgA)
+	orgB := newRunsUser(t, sys, "mcp-b")
+	keyB := apiKeyOf(t, orgB)
+
+	stdio := func(t *testing.T, key string) *mcp.ClientSession {
+		t.Helper()
+		cmd := exec.Command(bin, "mcp")
+		cmd.Env = append(environ(), "HOME="+t.TempDir(), "SVC_API="+sys.BaseURL, "SVC_API_KEY="+key)
+		return mcpConnect(t, &mcp.CommandTransport{Command: cmd})
+	}
+	overHTTP := func(t *testing.T, authorization string) *mcp.ClientSession {
+		t.Helper()
+		return mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{
+			Timeout: 3 * time.Minute, Transport: headerTransport{name: "Authorization", value: authorization}}})
+	}
+
+	t.Run("Stdio", func(t *testing.T) {
+		t.Parallel()
+		mcpBuildRunSignal(t, stdio(t, keyA), "stdio")
+	})
+
+	t.Run("HTTP", func(t *testing.T) {
+		t.Parallel()
+		mcpBuildRunSignal(t, overHTTP(t, "Bearer "+keyA), "http")
+	})
+
+	t.Run("HTTPWithASession", func(t *testing.T) {
+		t.Parallel()
+		// A session token works as a key does: the tools act as that user in its organization.
+		s := overHTTP(t, "Bearer "+orgA.c.token)
+		name := "mcp-session-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+		created := mcpCall(t, s, "workflows_create", map[string]any{"name": name})
+		listed := mcpCall(t, s, "workflows_list", nil)
+		require.Contains(t, mcpIDs(t, listed["workflows"], "id"), created["id"])
+	})
+
+	t.Run("OrganizationsSeeOnlyTheirOwn", func(t *testing.T) {
+		t.Parallel()
+		a := overHTTP(t, "Bearer "+keyA)
+		wf := mcpCall(t, a, "workflows_create", map[string]any{"name": "mcp-tenancy-a", "definition": map[string]any{
+			"blocks": []any{
+				map[string]any{"block_id": "start", "type": "trigger.manual"},
+				map[string]any{"block_id": "hold", "type": "wait", "params": map[string]any{"signal": "go"}},
+			},
+			"edges": []any{map[string]any{"block_id": "start", "target_block_id": "hold"}},
+		}})
+		require.Empty(t, wf["skipped_items"], wf)
+		wfID := wf["id"].(string)
+		runID := mcpCall(t, a, "runs_start", map[string]any{"workflow_id": wfID})["runId"].(string)
+
+		for name, b := range map[string]*mcp.ClientSession{"stdio": stdio(t, keyB), "http": overHTTP(t, "Bearer "+keyB)} {
+			t.Run(name, func(t *testing.T) {
+				require.NotContains(t, mcpIDs(t, mcpCall(t, b, "workflows_list", nil)["workflows"], "id"), wfID)
+				require.NotContains(t, mcpIDs(t, mcpCall(t, b, "runs_list", nil)["runs"], "runId"), runID)
+				for _, c := range []struct {
+					tool string
+					args map[string]any
+				}{
+					{"workflows_get", map[string]any{"workflow_id": wfID}},
+					{"workflows_validate", map[string]any{"workflow_id": wfID}},
+					{"workflows_patch", map[string]any{"workflow_id": wfID, "ops": []any{map[string]any{"operation_type": "remove", "block_id": "hold"}}}},
+					{"workflows_delete", map[string]any{"workflow_id": wfID}},
+					{"runs_start", map[string]any{"workflow_id": wfID}},
+					{"runs_get", map[string]any{"run_id": runID}},
+					{"runs_logs", map[string]any{"run_id": runID}},
+					{"runs_signal", map[string]any{"run_id": runID, "name": "go"}},
+					{"runs_cancel", map[string]any{"run_id": runID}},
+					{"runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 1}},
+					{"schedules_create", map[string]any{"workflow_id": wfID, "cron": "@hourly"}},
+				} {
+					e := mcpCallError(t, b, c.tool, c.args)
+					require.Contains(t, []any{"not_found", "workflow_not_found", "run_not_found"}, e["error"], "%s: %v", c.tool, e)
+					require.EqualValues(t, http.StatusNotFound, e["status"], "%s: %v", c.tool, e)
+				}
+				_, err := b.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "svc://workflows/" + wfID})
+				require.Error(t, err, "B reads A's workflow as a resource")
+			})
+		}
+		// A's own run is untouched by B's attempts: still waiting, and A can still finish it.
+		w := mcpCall(t, a, "runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 10})
+		require.Equal(t, true, w["waiting"], w)
+		require.Equal(t, true, mcpCall(t, a, "runs_signal", map[string]any{"run_id": runID, "name": "go"})["delivered"])
+		w = mcpCall(t, a, "runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 20})
+		require.Equal(t, "completed", obj(t, w["run"])["status"], w)
+	})
+
+	t.Run("SchedulesAndConnectors", func(t *testing.T) {
+		t.Parallel()
+		s := overHTTP(t, "Bearer "+keyA)
+		cs := mcpCall(t, s, "connectors_list", nil)
+		require.Contains(t, mcpIDs(t, cs["connectors"], "type"), "http.request")
+		d := mcpCall(t, s, "connector_describe", map[string]any{"type": "http.request"})
+		require.NotEmpty(t, d["params"])
+		require.NotEmpty(t, d["output_schema"])
+		e := mcpCallError(t, s, "connector_describe", map[string]any{"type": "http.reqest"})
+		require.Equal(t, "connector_not_found", e["error"])
+		require.Equal(t, "http.request", e["did_you_mean"])
+
+		wf := mcpCall(t, s, "workflows_create", map[string]any{"name": "mcp-scheduled"})
+		e = mcpCallError(t, s, "schedules_create", map[string]any{"workflow_id": wf["id"], "cron": "every hour"})
+		require.Equal(t, "invalid_cron", e["error"], e)
+		sch := mcpCall(t, s, "schedules_create", map[string]any{"workflow_id": wf["id"], "cron": "0 3 * * *", "timezone": "Europe/Paris", "input": map[string]any{"n": 1}})
+		require.Equal(t, "Europe/Paris", sch["timezone"])
+		up := mcpCall(t, s, "schedules_update", map[string]any{"schedule_id": sch["id"], "enabled": false})
+		require.Equal(t, false, up["enabled"])
+		require.Equal(t, "0 3 * * *", up["cron"])
+		require.Contains(t, mcpIDs(t, mcpCall(t, s, "schedules_list", map[string]any{"workflow_id": wf["id"]})["schedules"], "id"), sch["id"])
+		require.Equal(t, true, mcpCall(t, s, "schedules_delete", map[string]any{"schedule_id": sch["id"]})["deleted"])
+		require.Empty(t, mcpCall(t, s, "schedules_list", map[string]any{"workflow_id": wf["id"]})["schedules"])
+		require.Equal(t, true, mcpCall(t, s, "workflows_delete", map[string]any{"workflow_id": wf["id"]})["deleted"])
+		require.Equal(t, "not_found", mcpCallError(t, s, "workflows_get", map[string]any{"workflow_id": wf["id"]})["error"])
+
+		// The catalog and the guide as resources.
+		r, err := s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "svc://connectors"})
+		require.NoError(t, err)
+		require.Contains(t, r.Contents[0].Text, `"trigger.manual"`)
+		r, err = s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "svc://guide"})
+		require.NoError(t, err)
+		require.Contains(t, r.Contents[0].Text, "workflows_patch")
+	})
+
+	t.Run("GuardAndRateLimit", func(t *testing.T) {
+		t.Parallel()
+		list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+		mcpHeaders := []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream"}
+		post := func(body string, hdr ...string) response {
+			t.Helper()
+			return call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(body), append(slices.Clone(mcpHeaders), hdr...)...)
+		}
+		// No credentials, or a key that is not one: 401 before anything MCP sees the request.
+		requireError(t, post(list), http.StatusUnauthorized, "unauthorized")
+		r := post(list, "Authorization", "Bearer svc_"+strings.Repeat("x", 64))
+		require.Equal(t, http.StatusUnauthorized, r.Status, r.Raw)
+		require.Empty(t, r.Header.Get("RateLimit-Limit"))
+
+		// With a key: the bucket's headers, as on every guarded route.
+		r = post(list, "X-Api-Key", keyA)
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		require.Equal(t, "2000", r.Header.Get("RateLimit-Limit"))
+		require.NotEmpty(t, r.Header.Get("RateLimit-Remaining"))
+		require.Contains(t, r.Raw, `"workflows_patch"`)
+
+		// Bad input is a client error, never a 500.
+		for _, body := range []string{"", "{", "[]", `{"jsonrpc":"2.0"}`, `{"jsonrpc":"2.0","id":1,"method":"nope"}`, `"x"`, strings.Repeat("[", 10000)} {
+			r := post(body, "X-Api-Key", keyA)
+			require.Less(t, r.Status, 500, "%q: %s", body, r.Raw)
+			require.NotEqual(t, http.StatusOK, r.Status, "%q: %s", body, r.Raw)
+		}
+		callBad := `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"runs_get","arguments":{"run_id":42}}}`
+		r = post(callBad, "X-Api-Key", keyA)
+		require.Less(t, r.Status, 500, r.Raw)
+		require.Contains(t, r.Raw, `"isError":true`)
+		r = post(`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"runs_get","arguments":{"run_id":"../../api/mcp"}}}`, "X-Api-Key", keyA)
+		require.Less(t, r.Status, 500, r.Raw)
+		require.Contains(t, r.Raw, `"isError":true`)
+		// The stream and session methods of stateful servers are not served.
+		for _, m := range []string{http.MethodGet, http.MethodDelete} {
+			r := call(t, m, sys.BaseURL+"/api/mcp", nil, "X-Api-Key", keyA, "Accept", "text/event-stream")
+			require.Equal(t, http.StatusMethodNotAllowed, r.Status, "%s: %s", m, r.Raw)
+		}
+	})
+}
+
+// mcpBuildRunSignal is the agent's loop: a batch with a misspelled block type, repaired from
+// the reply's hints alone; then a run that waits for a signal, the signal, and the logs.
+func mcpBuildRunSignal(t *testing.T, s *mcp.ClientSession, tag string) {
+	t.Helper()
+	tools, err := s.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+	var names []string
+	for _, tool := range tools.Tools {
+		names = append(names, tool.Name)
+		require.NotNil(t, tool.OutputSchema, tool.Name)
+	}
+	require.Subset(t, names, []string{"connectors_list", "connector_describe", "workflows_list", "workflows_get", "workflows_create",
+		"workflows_patch", "workflows_validate", "workflows_delete", "runs_start", "runs_get", "runs_list", "runs_logs", "runs_signal",
+		"runs_cancel", "runs_wait", "schedules_list", "schedules_create", "schedules_update", "schedules_delete"})
+
+	wf := mcpCall(t, s, "workflows_create", map[string]any{"name": "mcp-approval-" + tag, "description": "waits for an approval"})
+	wfID := wf["id"].(string)
+	ops := []map[string]any{
+		{"operation_type": "add", "block_id": "start", "type": "trigger.manual"},
+		{"operation_type": "add", "block_id": "approval", "type": "wiat", "params": map[string]any{"signal": "approve", "timeout": "10m"}},
+		{"operation_type": "add", "block_id": "done", "type": "log", "params": map[string]any{"message": "approved by {{ steps.approval.output.signal.payload.by }}"}},
+		{"operation_type": "connect", "block_id": "start", "target_block_id": "approval"},
+		{"operation_type": "connect", "block_id": "approval", "target_block_id": "done"},
+	}
+	patched := mcpCall(t, s, "workflows_patch", map[string]any{"workflow_id": wfID, "ops": ops})
+	skipped := objs(t, patched["skipped_items"])
+	require.NotEmpty(t, skipped, patched)
+	first := skipped[0]
+	require.EqualValues(t, 1, first["operation_index"], first)
+	require.Equal(t, "block_type_not_registered", first["reason_code"], first)
+	require.Equal(t, "wait", obj(t, first["hint"])["did_you_mean"], first)
+	require.NotEmpty(t, patched["validation_errors"], "the graph is not whole yet")
+
+	// The repair uses nothing but the reply: each skipped operation again, with its hint's
+	// did_you_mean put where the hint points; one without a hint (it failed only because of
+	// an earlier one) again as it was.
+	var repaired []map[string]any
+	for _, item := range skipped {
+		op := ops[int(item["operation_index"].(float64))]
+		if hint, ok := item["hint"].(map[string]any); ok && hint["did_you_mean"] != nil {
+			pointer, _ := hint["pointer"].(string)
+			if pointer == "" {
+				pointer = "/type"
+			}
+			op = setPointer(t, op, pointer, hint["did_you_mean"])
+		}
+		repaired = append(repaired, op)
+	}
+	again := mcpCall(t, s, "workflows_patch", map[string]any{"workflow_id": wfID, "ops": repaired, "if_match": patched["version"]})
+	require.Empty(t, again["skipped_items"], again)
+	require.Empty(t, again["validation_errors"], again)
+	v := mcpCall(t, s, "workflows_validate", map[string]any{"workflow_id": wfID})
+	require.Equal(t, true, v["valid"], v)
+	got := mcpCall(t, s, "workflows_get", map[string]any{"workflow_id": wfID})
+	require.Len(t, obj(t, got["definition"])["blocks"], 3)
+	res, err := s.ReadResource(t.Context(), &mcp.ReadResourceParams{URI: "svc://workflows/" + wfID})
+	require.NoError(t, err)
+	require.Contains(t, res.Contents[0].Text, `"approval"`)
+
+	runID := mcpCall(t, s, "runs_start", map[string]any{"workflow_id": wfID, "input": map[string]any{"ticket": 7}})["runId"].(string)
+	w := mcpCall(t, s, "runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 20})
+	require.Equal(t, true, w["waiting"], w)
+	waiting := obj(t, obj(t, w["run"])["waiting"])
+	require.Equal(t, "signal", waiting["kind"])
+	require.Equal(t, "approve", waiting["signal"])
+
+	logs := mcpCall(t, s, "runs_logs", map[string]any{"run_id": runID})
+	cursor, _ := logs["next_cursor"].(string)
+	require.NotEmpty(t, cursor, logs)
+
+	sig := mcpCall(t, s, "runs_signal", map[string]any{"run_id": runID, "name": waiting["signal"], "payload": map[string]any{"by": "ana"}})
+	require.Equal(t, true, sig["delivered"], sig)
+	w = mcpCall(t, s, "runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 20})
+	require.Equal(t, true, w["finished"], w)
+	require.Equal(t, "completed", obj(t, w["run"])["status"], w)
+
+	// From the start: every attempt once; after the cursor: the ones that changed since.
+	all := objs(t, mcpCall(t, s, "runs_logs", map[string]any{"run_id": runID})["attempts"])
+	byBlock := map[string]map[string]any{}
+	for _, a := range all {
+		require.Equal(t, "succeeded", a["status"], a)
+		byBlock[a["block_id"].(string)] = a
+	}
+	require.Len(t, byBlock, 3, all)
+	require.Equal(t, "approved by ana", obj(t, byBlock["done"]["input"])["message"], byBlock["done"])
+	since := objs(t, mcpCall(t, s, "runs_logs", map[string]any{"run_id": runID, "after": cursor})["attempts"])
+	require.NotEmpty(t, since)
+	require.Less(t, len(since), len(all)+1)
+	for _, a := range since {
+		require.Contains(t, []any{"approval", "done"}, a["block_id"], "only what changed after the cursor")
+	}
+
+	listed := mcpCall(t, s, "runs_list", map[string]any{"workflow_id": wfID})
+	require.Equal(t, []string{runID}, mcpIDs(t, listed["runs"], "runId"))
+
+	// A finished run refuses a signal and a cancel with the contract's code.
+	e := mcpCallError(t, s, "runs_cancel", map[string]any{"run_id": runID})
+	require.Equal(t, "run_finished", e["error"], e)
+	require.EqualValues(t, http.StatusConflict, e["status"], e)
+}
+
+// mcpConnect opens a client session and closes it when the test ends.
+func mcpConnect(t *testing.T, transport mcp.Transport) *mcp.ClientSession {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := mcp.NewClient(&mcp.Implementation{Name: "svc-e2e", Version: "1"}, nil).Connect(ctx, transport, nil)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// mcpCall calls a tool that must succeed and returns its structured output.
+func mcpCall(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	res := mcpCallResult(t, s, tool, args)
+	require.False(t, res.IsError, "%s: %s", tool, mcpText(res))
+	b, err := json.Marshal(res.StructuredContent)
+	require.NoError(t, err)
+	return obj(t, decodeAny(t, string(b)))
+}
+
+// mcpCallError calls a tool that must fail and returns the error it reports.
+func mcpCallError(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) map[string]any {
+	t.Helper()
+	res := mcpCallResult(t, s, tool, args)
+	require.True(t, res.IsError, "%s: want a tool error, got %s", tool, mcpText(res))
+	return obj(t, decodeAny(t, mcpText(res)))
+}
+
+func mcpCallResult(t *testing.T, s *mcp.ClientSession, tool string, args map[string]any) *mcp.CallToolResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if args == nil {
+		args = map[string]any{}
+	}
+	res, err := s.CallTool(ctx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	require.NoError(t, err, tool)
+	return res
+}
+
+func mcpText(res *mcp.CallToolResult) string {
+	var parts []string
+	for _, c := range res.Content {
+		if tc, ok := c.(*mcp.TextContent); ok {
+			parts = append(parts, tc.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
+
+// mcpIDs is the given member of each object of a list.
+func mcpIDs(t *testing.T, list any, member string) []string {
+	t.Helper()
+	out := []string{}
+	if list == nil {
+		return out
+	}
+	for _, o := range objs(t, list) {
+		s, _ := o[member].(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// setPointer returns a copy of op with the value at a JSON Pointer ("/params/method") set.
+func setPointer(t *testing.T, op map[string]any, pointer string, value any) map[string]any {
+	t.Helper()
+	b, err := json.Marshal(op)
+	require.NoError(t, err)
+	cp := obj(t, decodeAny(t, string(b)))
+	parts := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	m := cp
+	for _, p := range parts[:len(parts)-1] {
+		next, ok := m[p].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[p] = next
+		}
+		m = next
+	}
+	m[parts[len(parts)-1]] = value
+	return cp
+}
+
+// apiKeyOf makes an API key of the user's organization.
+func apiKeyOf(t *testing.T, u *runsUser) string {
+	t.Helper()
+	r := u.c.post("/api/auth/api-key/create", map[string]any{"name": "mcp"})
+	require.Equal(t, http.StatusOK, r.Status, r.Raw)
+	key, _ := r.Body["key"].(string)
+	require.NotEmpty(t, key, r.Raw)
+	return key
+}
+
+// headerTransport sends one header on every request, as an MCP client configured with a
+// credential does.
+type headerTransport struct{ name, value string }
+
+func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set(h.name, h.value)
+	return http.DefaultTransport.RoundTrip(r)
+}
