@@ -179,7 +179,7 @@ func opSynonym(t string) string {
 func (b *builder) add(i int, op Op) (skip *Skip) {
 	defer func() {
 		// Remember the failed add so that a later connect can say why the block is missing.
-		if skip != nil && validBlockID(op.BlockID) {
+		if skip != nil && op.BlockID != "" && len(op.BlockID) <= 4*maxCompared {
 			if _, exists := b.index[op.BlockID]; !exists {
 				b.history[op.BlockID] = event{op: i, code: skip.ReasonCode}
 			}
@@ -206,7 +206,7 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 	}
 	conn, ok := b.cat.Lookup(op.BlockType)
 	if !ok {
-		return b.typeNotRegistered(op.BlockType)
+		return b.typeNotRegisteredAdd(op)
 	}
 	params := map[string]any{}
 	touched := make([]string, 0, len(op.Params))
@@ -216,8 +216,8 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 			params[k] = v
 		}
 	}
-	if v := b.cat.checkParams(conn, params, touched, nil); v != nil {
-		return paramSkip(op.BlockID, conn, v)
+	if vs := b.cat.checkParams(conn, params, touched, nil); len(vs) > 0 {
+		return paramSkip(op.BlockID, conn, vs)
 	}
 	blk := Block{ID: op.BlockID, Type: conn.Type(), Params: params}
 	if skip := b.resize(blk, -1); skip != nil {
@@ -264,8 +264,8 @@ func (b *builder) update(op Op) *Skip {
 			params[k] = v
 		}
 	}
-	if v := b.cat.checkParams(conn, params, touched, blk.Params); v != nil {
-		return paramSkip(op.BlockID, conn, v)
+	if vs := b.cat.checkParams(conn, params, touched, blk.Params); len(vs) > 0 {
+		return paramSkip(op.BlockID, conn, vs)
 	}
 	updated := Block{ID: blk.ID, Type: blk.Type, Params: params}
 	if skip := b.resize(updated, j); skip != nil {
@@ -339,6 +339,9 @@ func (b *builder) connect(op Op) *Skip {
 	if op.Branch != nil {
 		branch = *op.Branch
 	}
+	if op.BranchJSON != nil {
+		return b.branchNotString(src, *op.BranchJSON)
+	}
 	if skip := b.checkBranch(src, op.Branch); skip != nil {
 		return skip
 	}
@@ -371,6 +374,28 @@ func (b *builder) connect(op Op) *Skip {
 	return nil
 }
 
+// branchNotString is the skip of a connect whose branch is a JSON value other than a string.
+func (b *builder) branchNotString(src Block, raw string) *Skip {
+	shown := truncate(raw, 40)
+	if conn, known := b.cat.Lookup(src.Type); !known || !conn.branches() {
+		return &Skip{ReasonCode: ReasonInvalidBranch,
+			Reason: fmt.Sprintf("Only edges leaving a condition block carry a branch; %q is a %s block. Send the connect without branch (not %s).", src.ID, src.Type, shown),
+			Hint:   Hint{Pointer: "/branch"}}
+	}
+	hint := Hint{Allowed: []string{"true", "false"}, Pointer: "/branch"}
+	switch raw {
+	case "true", "1":
+		hint.DidYouMean = "true"
+	case "false", "0":
+		hint.DidYouMean = "false"
+	}
+	reason := fmt.Sprintf("branch must be the string \"true\" or \"false\", not the JSON value %s.", shown)
+	if hint.DidYouMean != "" {
+		reason += fmt.Sprintf(" Did you mean %q (a string)?", hint.DidYouMean)
+	}
+	return &Skip{ReasonCode: ReasonInvalidBranch, Reason: reason, Hint: hint}
+}
+
 func (b *builder) checkBranch(src Block, branch *string) *Skip {
 	conn, known := b.cat.Lookup(src.Type)
 	allowed := []string{"true", "false"}
@@ -381,7 +406,7 @@ func (b *builder) checkBranch(src Block, branch *string) *Skip {
 			Hint:   Hint{Allowed: allowed, Pointer: "/branch"}}
 	case known && conn.branches() && *branch != "true" && *branch != "false":
 		hint := Hint{Allowed: allowed, Pointer: "/branch"}
-		switch strings.ToLower(*branch) {
+		switch strings.ToLower(strings.TrimSpace(*branch)) {
 		case "true", "yes", "1", "then":
 			hint.DidYouMean = "true"
 		case "false", "no", "0", "else":
@@ -504,6 +529,16 @@ func (b *builder) whyMissing(id, field string) string {
 // are listed by the first such skip only (later ones point at it): 500 skips in a workflow
 // of 2,000 blocks cost milliseconds and kilobytes, not seconds and megabytes.
 func (b *builder) missing(id, field, pointer string) (string, Hint) {
+	if ev, ok := b.history[id]; ok && !ev.removed {
+		// The block is missing because its add was skipped: the repair is that add's, and a
+		// guess among the other blocks would connect the wrong one. An id refused as invalid
+		// is named here as that add's hint names it.
+		hint := Hint{Pointer: pointer}
+		if ev.code == ReasonInvalidBlockID {
+			hint.DidYouMean = sanitizeID(id)
+		}
+		return b.whyMissing(id, field), hint
+	}
 	text, hint := b.existing(id, pointer)
 	return b.whyMissing(id, field) + text, hint
 }
@@ -727,9 +762,43 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// typeNotRegisteredAdd is the skip of an add whose type is not registered. When the type meant
+// is clear, the params are checked against it too, so that one reply says everything the add
+// needs.
+func (b *builder) typeNotRegisteredAdd(op Op) *Skip {
+	skip := b.typeNotRegistered(op.BlockType)
+	conn, ok := b.cat.Lookup(skip.Hint.DidYouMean)
+	if !ok {
+		return skip
+	}
+	params := map[string]any{}
+	touched := make([]string, 0, len(op.Params))
+	for _, k := range sortedKeys(op.Params) {
+		touched = append(touched, k)
+		if v := op.Params[k]; v != nil {
+			params[k] = v
+		}
+	}
+	vs := b.cat.checkParams(conn, params, touched, nil)
+	if len(vs) == 0 {
+		return skip
+	}
+	rest := paramSkip(op.BlockID, conn, vs)
+	skip.Problems = append([]Problem{{ReasonCode: skip.ReasonCode, Reason: skip.Reason, Hint: skip.Hint}}, rest.problems()...)
+	return skip
+}
+
+// problems is every problem of the skip, its own first.
+func (s *Skip) problems() []Problem {
+	if len(s.Problems) > 0 {
+		return s.Problems
+	}
+	return []Problem{{ReasonCode: s.ReasonCode, Reason: s.Reason, Hint: s.Hint}}
+}
+
 func (b *builder) typeNotRegistered(t string) *Skip {
 	types := b.cat.Types()
-	dym := closest(t, types)
+	dym := b.cat.suggestType(t)
 	reason := fmt.Sprintf("Block type %q is not registered.", t)
 	if t == "" {
 		reason = "add needs a type: a registered block type."
@@ -759,7 +828,20 @@ func (b *builder) freeID(id string) string {
 	return ""
 }
 
-func paramSkip(blockID string, conn *Connector, v *paramViolation) *Skip {
+// paramSkip is the skip of params with the problems vs: the first names the skip, and every
+// one is listed in Problems when there are several.
+func paramSkip(blockID string, conn *Connector, vs []*paramViolation) *Skip {
+	skip := paramProblem(blockID, conn, vs[0])
+	if len(vs) > 1 {
+		for _, v := range vs {
+			p := paramProblem(blockID, conn, v)
+			skip.Problems = append(skip.Problems, Problem{ReasonCode: p.ReasonCode, Reason: p.Reason, Hint: p.Hint})
+		}
+	}
+	return skip
+}
+
+func paramProblem(blockID string, conn *Connector, v *paramViolation) *Skip {
 	pointer := "/params" + v.pointer
 	switch v.code {
 	case ReasonHiddenParam:
@@ -784,11 +866,18 @@ func paramSkip(blockID string, conn *Connector, v *paramViolation) *Skip {
 		if v.name == "" {
 			reason = fmt.Sprintf("The params of block %q (%s) are invalid: %s (rule: %s).", blockID, conn.Type(), v.detail, v.rule)
 		}
-		if v.hint.DidYouMean != "" {
+		switch {
+		case v.hint.Value != nil:
+			raw, _ := json.Marshal(v.hint.Value)
+			reason += fmt.Sprintf(" Did you mean %s?", raw)
+		case v.hint.DidYouMean != "":
 			reason += fmt.Sprintf(" Did you mean %q?", v.hint.DidYouMean)
 		}
 		if len(v.hint.Allowed) > 0 {
 			reason += fmt.Sprintf(" Allowed: %s.", listOf(v.hint.Allowed, maxListed))
+		}
+		if len(v.hint.AllowedValues) == 2 {
+			reason += fmt.Sprintf(" Allowed: from %v to %v.", v.hint.AllowedValues[0], v.hint.AllowedValues[1])
 		}
 		reason += " GET /api/connectors shows the param's schema."
 		v.hint.Pointer = pointer

@@ -25,8 +25,10 @@ const conditionType = "condition"
 // Catalog is the set of registered block types with their compiled params schemas. It is built
 // once from the shared catalog data (svc.dev/proto/connectors) and only read afterwards.
 type Catalog struct {
-	byType  map[string]*Connector
-	types   []string
+	byType map[string]*Connector
+	types  []string
+	// aliases maps the normalized aliases of the types (catalog data) to the type.
+	aliases map[string]string
 	entries []connectors.Entry
 	printer *message.Printer
 	exprs   *exprCache
@@ -44,9 +46,12 @@ type Connector struct {
 	public     []string
 	required   []string
 	exactlyOne []string
+	// aliases maps the normalized aliases of the public params (catalog data) to the param.
+	aliases map[string]string
 }
 
 type paramInfo struct {
+	schema     map[string]any // the param's own schema, as the catalog writes it
 	hidden     bool
 	expression bool
 	jsonSchema bool // the value is itself a JSON Schema ("x-json-schema": true)
@@ -55,7 +60,7 @@ type paramInfo struct {
 // NewCatalog compiles entries. A schema that does not compile is an error: the catalog is
 // data shipped with the binary, so that is a bug its own test catches first.
 func NewCatalog(entries []connectors.Entry) (*Catalog, error) {
-	c := &Catalog{byType: map[string]*Connector{}, entries: entries, printer: message.NewPrinter(language.English), exprs: newExprCache(), checks: newCheckCache()}
+	c := &Catalog{byType: map[string]*Connector{}, aliases: map[string]string{}, entries: entries, printer: message.NewPrinter(language.English), exprs: newExprCache(), checks: newCheckCache()}
 	for _, e := range entries {
 		conn, err := compileConnector(e)
 		if err != nil {
@@ -63,6 +68,9 @@ func NewCatalog(entries []connectors.Entry) (*Catalog, error) {
 		}
 		c.byType[e.Type] = conn
 		c.types = append(c.types, e.Type)
+		for _, a := range e.Aliases {
+			c.aliases[normalize(a)] = e.Type
+		}
 	}
 	return c, nil
 }
@@ -72,17 +80,23 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 	if err := json.Unmarshal(e.Params, &schema); err != nil {
 		return nil, err
 	}
-	conn := &Connector{entry: e, params: map[string]paramInfo{}}
+	conn := &Connector{entry: e, params: map[string]paramInfo{}, aliases: map[string]string{}}
 	if props, ok := schema["properties"].(map[string]any); ok {
 		for name, raw := range props {
 			p, _ := raw.(map[string]any)
-			info := paramInfo{}
+			info := paramInfo{schema: p}
 			info.hidden, _ = p["hidden"].(bool)
 			info.expression, _ = p["x-expression"].(bool)
 			info.jsonSchema, _ = p["x-json-schema"].(bool)
 			conn.params[name] = info
 			if !info.hidden {
 				conn.public = append(conn.public, name)
+				aliases, _ := p["x-aliases"].([]any)
+				for _, a := range aliases {
+					if s, ok := a.(string); ok {
+						conn.aliases[normalize(s)] = name
+					}
+				}
 			}
 		}
 	}
@@ -154,6 +168,24 @@ func (c *Catalog) Lookup(blockType string) (*Connector, bool) {
 	return conn, ok
 }
 
+// suggestType is the registered type a model most likely meant by t: the type t is an alias
+// of (catalog data: "fetch" is http.request), else the closest by spelling.
+func (c *Catalog) suggestType(t string) string {
+	if typ, ok := c.aliases[normalize(t)]; ok && t != "" {
+		return typ
+	}
+	return closest(t, c.types)
+}
+
+// suggestParam is the public param a model most likely meant by name: the param name is an
+// alias of, else the closest by spelling.
+func (k *Connector) suggestParam(name string) string {
+	if p, ok := k.aliases[normalize(name)]; ok && name != "" {
+		return p
+	}
+	return closest(name, k.public)
+}
+
 // Types lists the registered block types in catalog order.
 func (c *Catalog) Types() []string { return append([]string(nil), c.types...) }
 
@@ -185,50 +217,89 @@ type paramViolation struct {
 	hint    Hint
 }
 
-// checkParams tests params (the block's whole params after the operation) in the order a model
-// can best act on: hidden params, then unknown ones, then what could not be stored or parsed,
-// then each value against the schema. Templated strings ({{ expr }}) are only checked to be
-// strings where a string is allowed: their value is known at run time. touched are the params
-// the operation sent; before the block's params before it (nil for an add).
-func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []string, before map[string]any) *paramViolation {
+// checkParams tests params (the block's whole params after the operation) and returns every
+// problem found, in the order a model can best act on: hidden params, then unknown ones, then
+// what could not be stored or parsed, then each value against the schema. An unknown param
+// with a suggestion (an alias or a misspelling of a param) has its value checked under the
+// name suggested, so that one reply says both what to rename and what to change in it; the
+// pointers of those problems name the param by the name suggested. Templated strings
+// ({{ expr }}) are only checked to be strings where a string is allowed: their value is known
+// at run time. touched are the params the operation sent; before the block's params before it
+// (nil for an add).
+func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []string, before map[string]any) []*paramViolation {
+	var out []*paramViolation
+	renamed := make(map[string]any, len(params))
+	for name, v := range params {
+		renamed[name] = v
+	}
+	sent := make([]string, 0, len(touched))
 	for _, name := range touched {
 		if info, ok := k.params[name]; ok && info.hidden {
-			return &paramViolation{code: ReasonHiddenParam, name: name, pointer: "/" + escapePointer(name)}
+			out = append(out, &paramViolation{code: ReasonHiddenParam, name: name, pointer: "/" + escapePointer(name)})
+			delete(renamed, name)
+			continue
+		}
+		sent = append(sent, name)
+	}
+	checked := make([]string, 0, len(sent))
+	for _, name := range sent {
+		if _, ok := k.params[name]; ok {
+			checked = append(checked, name)
+			continue
+		}
+		dym := k.suggestParam(name)
+		out = append(out, &paramViolation{code: ReasonUnknownParam, name: name, pointer: "/" + escapePointer(name),
+			hint: Hint{DidYouMean: dym, Allowed: k.public}})
+		v, had := renamed[name]
+		delete(renamed, name)
+		if _, taken := renamed[dym]; dym != "" && had && !taken && !slices.Contains(sent, dym) {
+			renamed[dym] = v
+			checked = append(checked, dym)
 		}
 	}
-	for _, name := range touched {
-		if _, ok := k.params[name]; !ok {
-			return &paramViolation{code: ReasonUnknownParam, name: name, pointer: "/" + escapePointer(name),
-				hint: Hint{DidYouMean: closest(name, k.public), Allowed: k.public}}
-		}
+	if ptr, ok := findNUL(renamed, ""); ok {
+		return append(out, &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "string",
+			detail: "strings may not contain the NUL character (U+0000)"})
 	}
-	if ptr, ok := findNUL(params, ""); ok {
-		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "string",
-			detail: "strings may not contain the NUL character (U+0000)"}
+	if ptr, detail, ok := findUnstorableNumber(renamed, ""); ok {
+		return append(out, &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number", detail: detail})
 	}
-	if ptr, detail, ok := findUnstorableNumber(params, ""); ok {
-		return &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number", detail: detail}
+	if v := k.checkExpressions(renamed, checked); v != nil {
+		return append(out, v)
 	}
-	if v := k.checkExpressions(params, touched); v != nil {
-		return v
+	if v := k.checkExactlyOne(renamed, checked, before); v != nil {
+		out = append(out, v)
 	}
-	if v := k.checkExactlyOne(params, touched, before); v != nil {
-		return v
-	}
-	err := k.schema.Validate(toSchemaValue(params))
+	seen := map[string]int{}
+	err := k.schema.Validate(toSchemaValue(renamed))
 	if err != nil {
 		var ve *jsonschema.ValidationError
 		if !errors.As(err, &ve) {
-			return &paramViolation{code: ReasonInvalidParam, rule: "schema", detail: err.Error()}
+			return append(out, &paramViolation{code: ReasonInvalidParam, rule: "schema", detail: err.Error()})
 		}
 		for _, leaf := range leaves(ve) {
-			if templatedAt(params, leaf.InstanceLocation) {
+			if templatedAt(renamed, leaf.InstanceLocation) {
 				continue
 			}
-			return c.violationOf(k, params, leaf)
+			v := c.violationOf(k, renamed, leaf)
+			// One problem per value: the schema may break several rules of one value (a
+			// pattern and a format); the first with a suggestion says the most.
+			if i, dup := seen[v.pointer]; dup {
+				if !out[i].hint.Suggests() && v.hint.Suggests() {
+					out[i] = v
+				}
+				continue
+			}
+			seen[v.pointer] = len(out)
+			out = append(out, v)
 		}
 	}
-	return k.checkJSONSchemas(params, touched)
+	if v := k.checkJSONSchemas(renamed, checked); v != nil {
+		if _, dup := seen[v.pointer]; !dup {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // checkExactlyOne refuses params that set two or more of the exactly-one-of group. When an
@@ -435,12 +506,20 @@ func (c *Catalog) violationOf(k *Connector, params map[string]any, leaf *jsonsch
 	case *kind.Enum:
 		v.hint.Allowed = jsonStrings(e.Want)
 		if got, ok := e.Got.(string); ok {
-			v.hint.DidYouMean = closestValue(got, v.hint.Allowed)
+			v.hint.DidYouMean = closestValue(strings.TrimSpace(got), v.hint.Allowed)
 		}
 	case *kind.Const:
 		v.hint.Allowed = jsonStrings([]any{e.Want})
 	case *kind.Type:
-		v.hint.Allowed = append([]string(nil), e.Want...)
+		// allowed holds values, never type names: a model pastes it in as the value. The
+		// value meant, where it has one obvious form of the right type, is did_you_mean.
+		v.hint.Value = k.suggestValue(params, leaf.InstanceLocation)
+	case *kind.Minimum, *kind.Maximum, *kind.ExclusiveMinimum, *kind.ExclusiveMaximum:
+		v.hint.AllowedValues, v.hint.Value = k.numberRange(params, leaf.InstanceLocation)
+	case *kind.Pattern, *kind.Format:
+		if s := k.suggestString(params, leaf.InstanceLocation); s != "" {
+			v.hint.DidYouMean = s
+		}
 	case *kind.DependentRequired:
 		// Allowed is for values; what is missing here is another param, so the text says it.
 		v.pointer = ptr + "/" + escapePointer(e.Prop)

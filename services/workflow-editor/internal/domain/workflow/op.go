@@ -27,4 +27,7 @@ type Op struct {
 	HasParams     bool // params was sent and is an object
 	TargetBlockID string
 	Branch        *string
+	// BranchJSON is the branch as sent when it is not a JSON string (true, 1): the connect is
+	// skipped with invalid_branch, naming the string meant.
+	BranchJSON *string
 }

@@ -29,14 +29,34 @@ const (
 type Hint struct {
 	// DidYouMean is the closest valid value: a type, a param name or a block id.
 	DidYouMean string
+	// Value, when not nil, is the valid value meant where it is not a string: the number 2000
+	// for "2000", an object for headers sent as "Name: value". It is sent as did_you_mean in
+	// place of DidYouMean.
+	Value any `json:",omitempty"`
 	// Allowed lists the valid values.
 	Allowed []string
+	// AllowedValues, when not nil, lists valid values that are not strings (the bounds of a
+	// number's range); it is sent as allowed in place of Allowed.
+	AllowedValues []any `json:",omitempty"`
 	// Pointer is a JSON Pointer into the operation ("/params/method").
 	Pointer string
 }
 
 // Empty reports whether the hint says nothing.
-func (h Hint) Empty() bool { return h.DidYouMean == "" && len(h.Allowed) == 0 && h.Pointer == "" }
+func (h Hint) Empty() bool {
+	return h.DidYouMean == "" && h.Value == nil && len(h.Allowed) == 0 && len(h.AllowedValues) == 0 && h.Pointer == ""
+}
+
+// Suggests reports whether the hint has a did_you_mean.
+func (h Hint) Suggests() bool { return h.DidYouMean != "" || h.Value != nil }
+
+// Problem is one reason an operation cannot apply. A skip names its first; Problems lists
+// every one, so that one reply says all that must change.
+type Problem struct {
+	ReasonCode ReasonCode
+	Reason     string
+	Hint       Hint
+}
 
 // Skip is one operation that was not applied, with what the client needs to repair it.
 type Skip struct {
@@ -46,4 +66,7 @@ type Skip struct {
 	ReasonCode     ReasonCode
 	Reason         string
 	Hint           Hint
+	// Problems lists every problem of the operation, the skip's own first, when it has more
+	// than one; otherwise it is empty.
+	Problems []Problem `json:",omitempty"`
 }

@@ -23,11 +23,16 @@ const (
 
 // ValidationError is one problem of a definition.
 type ValidationError struct {
-	Code       ValidationCode
-	BlockID    string
-	Message    string
-	Pointer    string // into the block: "/params/url"
+	Code    ValidationCode
+	BlockID string
+	Message string
+	Pointer string // into the block: "/params/url"
+	// DidYouMean is what to set at Pointer: for a param, its whole repaired value (the
+	// expression or the template string with every problem of it fixed); for no_trigger, the
+	// trigger type most likely meant.
 	DidYouMean string
+	// NoIncomingEdge lists, for no_trigger, the blocks no edge leads into.
+	NoIncomingEdge []string
 }
 
 // MaxValidationErrors is the most validation errors a workflow lists. A workflow with errors

@@ -60,12 +60,23 @@ type skippedItemJSON struct {
 	ReasonCode     string    `json:"reason_code"`
 	Reason         string    `json:"reason"`
 	Hint           *hintJSON `json:"hint,omitempty"`
+	// Problems is every problem of the operation, this item's own first, when it has more
+	// than one.
+	Problems []problemJSON `json:"problems,omitempty"`
 }
 
+type problemJSON struct {
+	ReasonCode string    `json:"reason_code"`
+	Reason     string    `json:"reason"`
+	Hint       *hintJSON `json:"hint,omitempty"`
+}
+
+// hintJSON is a hint on the wire. did_you_mean is a JSON value: a string (a type, a param
+// name, a block id, a value) or, where the value meant is not a string, that value (2000).
 type hintJSON struct {
-	DidYouMean string   `json:"did_you_mean,omitempty"`
-	Allowed    []string `json:"allowed,omitempty"`
-	Pointer    string   `json:"pointer,omitempty"`
+	DidYouMean any    `json:"did_you_mean,omitempty"`
+	Allowed    []any  `json:"allowed,omitempty"`
+	Pointer    string `json:"pointer,omitempty"`
 }
 
 type validationErrorJSON struct {
@@ -74,6 +85,9 @@ type validationErrorJSON struct {
 	Message    string `json:"message"`
 	Pointer    string `json:"pointer,omitempty"`
 	DidYouMean string `json:"did_you_mean,omitempty"`
+	// NoIncomingEdge lists, for no_trigger, the blocks no edge leads into: where the trigger
+	// connects.
+	NoIncomingEdge []string `json:"no_incoming_edge,omitempty"`
 }
 
 type connectorsResponse struct {
@@ -151,8 +165,35 @@ func toSkippedItemsJSON(skips []workflow.Skip) []skippedItemJSON {
 	for i, s := range skips {
 		out[i] = skippedItemJSON{OperationIndex: s.OperationIndex, OperationType: s.OperationType, BlockID: s.BlockID,
 			ReasonCode: string(s.ReasonCode), Reason: s.Reason}
-		if !s.Hint.Empty() {
-			out[i].Hint = &hintJSON{DidYouMean: s.Hint.DidYouMean, Allowed: s.Hint.Allowed, Pointer: s.Hint.Pointer}
+		out[i].Hint = toHintJSON(s.Hint)
+		if len(s.Problems) > 1 {
+			out[i].Problems = make([]problemJSON, len(s.Problems))
+			for j, p := range s.Problems {
+				out[i].Problems[j] = problemJSON{ReasonCode: string(p.ReasonCode), Reason: p.Reason, Hint: toHintJSON(p.Hint)}
+			}
+		}
+	}
+	return out
+}
+
+func toHintJSON(h workflow.Hint) *hintJSON {
+	if h.Empty() {
+		return nil
+	}
+	out := &hintJSON{Pointer: h.Pointer}
+	switch {
+	case h.Value != nil:
+		out.DidYouMean = h.Value
+	case h.DidYouMean != "":
+		out.DidYouMean = h.DidYouMean
+	}
+	switch {
+	case h.AllowedValues != nil:
+		out.Allowed = h.AllowedValues
+	case len(h.Allowed) > 0:
+		out.Allowed = make([]any, len(h.Allowed))
+		for i, a := range h.Allowed {
+			out.Allowed[i] = a
 		}
 	}
 	return out
@@ -161,7 +202,7 @@ func toSkippedItemsJSON(skips []workflow.Skip) []skippedItemJSON {
 func toValidationErrorsJSON(errs []workflow.ValidationError) []validationErrorJSON {
 	out := make([]validationErrorJSON, len(errs))
 	for i, e := range errs {
-		out[i] = validationErrorJSON{Code: string(e.Code), BlockID: e.BlockID, Message: e.Message, Pointer: e.Pointer, DidYouMean: e.DidYouMean}
+		out[i] = validationErrorJSON{Code: string(e.Code), BlockID: e.BlockID, Message: e.Message, Pointer: e.Pointer, DidYouMean: e.DidYouMean, NoIncomingEdge: e.NoIncomingEdge}
 	}
 	return out
 }

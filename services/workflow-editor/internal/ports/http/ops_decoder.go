@@ -88,9 +88,12 @@ func decodeOp(raw json.RawMessage, at string) (workflow.Op, []wire.Issue) {
 	str("type", &op.BlockType)
 	str("target_block_id", &op.TargetBlockID)
 	if v, ok := members["branch"]; ok && string(v) != "null" {
+		// A branch that is not a string (true, 1) is the applier's to judge, as a skip of this
+		// operation alone: it names the string meant.
 		var b string
 		if err := json.Unmarshal(v, &b); err != nil {
-			issues = append(issues, wire.Issue{Path: at + "/branch", Message: `branch must be the string "true" or "false"`})
+			raw := string(bytes.TrimSpace(v))
+			op.BranchJSON = &raw
 		} else {
 			op.Branch = &b
 		}
