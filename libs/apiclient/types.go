@@ -82,8 +82,8 @@ type ValidationError struct {
 	BlockID    string `json:"block_id,omitempty"`
 	Message    string `json:"message"`
 	Pointer    string `json:"pointer,omitempty"`
-	DidYouMean any    `json:"did_you_mean,omitempty"`
-	Allowed    []any  `json:"allowed,omitempty"`
+	DidYouMean any    `json:"did_you_mean,omitempty" jsonschema:"the likely intended value"`
+	Allowed    []any  `json:"allowed,omitempty" jsonschema:"the valid values"`
 }
 
 // Workflow is a workflow; lists leave out Definition and ValidationErrors.
@@ -128,10 +128,10 @@ type Run struct {
 	WorkflowID      string    `json:"workflowId"`
 	WorkflowVersion int64     `json:"workflowVersion"`
 	Status          string    `json:"status" jsonschema:"queued, running, waiting, completed, failed or cancelled"`
-	Input           any       `json:"input,omitempty"`
-	Output          any       `json:"output,omitempty"`
+	Input           any       `json:"input,omitempty" jsonschema:"the caller's input"`
+	Output          any       `json:"output,omitempty" jsonschema:"{<block_id>: output} of the sink blocks that ran"`
 	Error           *RunError `json:"error,omitempty"`
-	Trigger         any       `json:"trigger,omitempty"`
+	Trigger         any       `json:"trigger,omitempty" jsonschema:"what started it: {kind: manual, schedule or webhook, ...}"`
 	Waiting         *Waiting  `json:"waiting,omitempty"`
 	CreatedAt       string    `json:"createdAt"`
 	StartedAt       string    `json:"startedAt,omitempty"`
@@ -160,7 +160,7 @@ type Attempt struct {
 	FinishedAt string        `json:"finishedAt,omitempty"`
 	DurationMs *int64        `json:"durationMs,omitempty"`
 	Input      any           `json:"input,omitempty" jsonschema:"the resolved params"`
-	Output     any           `json:"output,omitempty"`
+	Output     any           `json:"output,omitempty" jsonschema:"the step's output"`
 	Error      *AttemptError `json:"error,omitempty"`
 }
 
@@ -170,7 +170,7 @@ type Schedule struct {
 	WorkflowID  string `json:"workflowId"`
 	Cron        string `json:"cron"`
 	Timezone    string `json:"timezone"`
-	Input       any    `json:"input,omitempty"`
+	Input       any    `json:"input,omitempty" jsonschema:"the input of every run it starts"`
 	Enabled     bool   `json:"enabled"`
 	LastFiredAt string `json:"lastFiredAt,omitempty"`
 	NextFireAt  string `json:"nextFireAt,omitempty"`

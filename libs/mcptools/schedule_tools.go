@@ -34,7 +34,7 @@ type SchedulesUpdateInput struct {
 	ScheduleID string  `json:"schedule_id" jsonschema:"the schedule's id (sch_...)"`
 	Cron       *string `json:"cron,omitempty"`
 	Timezone   *string `json:"timezone,omitempty"`
-	Input      any     `json:"input,omitempty"`
+	Input      any     `json:"input,omitempty" jsonschema:"the input of every run it starts"`
 	Enabled    *bool   `json:"enabled,omitempty"`
 }
 

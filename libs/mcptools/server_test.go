@@ -54,6 +54,17 @@ func TestServer(t *testing.T) {
 			"schedules_update", "schedules_delete"} {
 			require.Contains(t, names, want)
 		}
+		// Every property's schema is an object: clients built on the TypeScript SDK (the MCP
+		// Inspector) refuse a tool list with a boolean schema (Go's "any" infers "true").
+		for _, tool := range res.Tools {
+			for what, schema := range map[string]any{"input": tool.InputSchema, "output": tool.OutputSchema} {
+				b, err := json.Marshal(schema)
+				require.NoError(t, err)
+				var v any
+				require.NoError(t, json.Unmarshal(b, &v))
+				requireObjectProperties(t, tool.Name+" "+what, v)
+			}
+		}
 		in, err := json.Marshal(names["workflows_patch"].InputSchema)
 		require.NoError(t, err)
 		require.Contains(t, string(in), `"required":["workflow_id","ops"]`)
@@ -111,4 +122,21 @@ func TestToolErrorCarriesTheAPIAnswer(t *testing.T) {
 	require.Equal(t, "fix it", body["message"])
 	require.EqualValues(t, 400, body["status"])
 	require.NotEmpty(t, body["validation_errors"])
+}
+
+func requireObjectProperties(t *testing.T, where string, schema any) {
+	t.Helper()
+	m, ok := schema.(map[string]any)
+	if !ok {
+		return
+	}
+	props, _ := m["properties"].(map[string]any)
+	for name, p := range props {
+		_, isObject := p.(map[string]any)
+		require.True(t, isObject, "%s: property %s has schema %v", where, name, p)
+		requireObjectProperties(t, where+"."+name, p)
+	}
+	if items, ok := m["items"].(map[string]any); ok {
+		requireObjectProperties(t, where+"[]", items)
+	}
 }
