@@ -37,8 +37,8 @@ The same tools are served over HTTP by the API itself at /api/mcp.`,
 			transport := &mcp.IOTransport{Reader: io.NopCloser(a.env.Stdin), Writer: nopWriteCloser{a.env.Stdout}}
 			err = server.Run(cmd.Context(), transport)
 			// The client closing stdin is the normal end of a session; an interrupt is too.
-			if err == nil || errors.Is(err, io.EOF) || cmd.Context().Err() != nil {
-				return nil
+			if errors.Is(err, io.EOF) || cmd.Context().Err() != nil {
+				err = nil
 			}
 			return err
 		}),
