@@ -188,4 +188,8 @@ type StartedRun struct {
 type SignalResult struct {
 	SignalID  string `json:"signalId"`
 	Delivered bool   `json:"delivered" jsonschema:"whether a wait of the run took it now; otherwise it is stored for a later wait"`
+	// WaitingFor, Message and DidYouMean come with a signal no wait took (delivered false).
+	WaitingFor []string `json:"waitingFor,omitempty" jsonschema:"the signal names the run waits for now"`
+	Message    string   `json:"message,omitempty"`
+	DidYouMean string   `json:"did_you_mean,omitempty" jsonschema:"the signal name the run waits for that was likely meant"`
 }
