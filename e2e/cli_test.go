@@ -68,16 +68,19 @@ func TestCLI(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, host, out["apiKeyName"])
 
-		// The second time, the same user signs in: no new account, a fresh key.
+		// The second time, the same user signs in: no new account, and the saved key still
+		// works, so it is kept (a fresh session is saved with it).
 		second := c.ok("login", "--email", email, "--password", password, "--non-interactive")
 		out2 := obj(t, decodeAny(t, second.stdout))
 		require.Equal(t, false, out2["signedUp"], second.stdout)
 		require.Equal(t, out["userId"], out2["userId"])
 		require.Equal(t, out["organizationSlug"], out2["organizationSlug"])
-		require.NotEqual(t, out["apiKeyId"], out2["apiKeyId"])
+		require.Equal(t, out["apiKeyId"], out2["apiKeyId"])
+		require.Equal(t, true, out2["apiKeyReused"])
 		s2 := requireSession(t, readCredentials(t, path), api)
 		require.Equal(t, out2["apiKeyId"], s2["apiKeyId"])
-		require.NotEqual(t, s1["apiKey"], s2["apiKey"])
+		require.Equal(t, s1["apiKey"], s2["apiKey"])
+		require.NotEqual(t, s1["sessionCookie"], s2["sessionCookie"])
 
 		// A wrong password is an API error, printed with its code: exit 1, the file untouched.
 		bad := c.run("login", "--email", email, "--password", "wrong password", "--non-interactive")
