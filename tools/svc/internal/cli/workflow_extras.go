@@ -45,7 +45,7 @@ func applyCreatedOps(ctx context.Context, c *api.Client, key string, created, op
 		var apiErr *api.Error
 		if errors.As(err, &apiErr) && apiErr.Status < 500 {
 			if delErr := c.DeleteWorkflow(ctx, key, w.ID); delErr != nil {
-				return nil, fmt.Errorf("the operations were refused (%w), and the empty workflow %s could not be deleted: %v", err, w.ID, delErr)
+				return nil, fmt.Errorf("the operations were refused (%w), and the empty workflow %s could not be deleted: %w", err, w.ID, delErr)
 			}
 		}
 		return nil, err
