@@ -74,6 +74,16 @@ type SkippedItem struct {
 	ReasonCode     string `json:"reason_code"`
 	Reason         string `json:"reason"`
 	Hint           *Hint  `json:"hint,omitempty"`
+	// Problems is every problem of the operation, this item's own first, when it has more
+	// than one: repair them all in one round trip.
+	Problems []Problem `json:"problems,omitempty" jsonschema:"every problem of the operation when it has more than one (this item's own first): repair them all before sending it again"`
+}
+
+// Problem is one of the problems of a skipped operation.
+type Problem struct {
+	ReasonCode string `json:"reason_code"`
+	Reason     string `json:"reason"`
+	Hint       *Hint  `json:"hint,omitempty"`
 }
 
 // ValidationError is a reason a saved workflow cannot run yet.
@@ -84,6 +94,8 @@ type ValidationError struct {
 	Pointer    string `json:"pointer,omitempty"`
 	DidYouMean any    `json:"did_you_mean,omitempty" jsonschema:"the likely intended value"`
 	Allowed    []any  `json:"allowed,omitempty" jsonschema:"the valid values"`
+	// NoIncomingEdge lists, for no_trigger, the blocks no edge leads into.
+	NoIncomingEdge []string `json:"no_incoming_edge,omitempty" jsonschema:"for no_trigger: the blocks no edge leads into, where the trigger connects"`
 }
 
 // Workflow is a workflow; lists leave out Definition and ValidationErrors.
