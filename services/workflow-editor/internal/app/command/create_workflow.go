@@ -48,5 +48,7 @@ func (h CreateWorkflowHandler) Handle(ctx context.Context, cmd CreateWorkflow) (
 	if err := h.repo.Add(ctx, w); err != nil {
 		return CreatedWorkflow{}, err
 	}
-	return CreatedWorkflow{Checked: h.cat.Check(w), Skipped: out.Skipped}, nil
+	checked := h.cat.Check(w)
+	checked.ValidationErrors = h.cat.InLightOf(checked.ValidationErrors, cmd.Ops, out.Skipped)
+	return CreatedWorkflow{Checked: checked, Skipped: out.Skipped}, nil
 }

@@ -56,6 +56,6 @@ func (h EditWorkflowHandler) Handle(ctx context.Context, cmd EditWorkflow) (Edit
 	}
 	// Validation runs after the lock is released: it only reads the result. It is remembered
 	// for the version, which the next read of the workflow then finds validated.
-	res.ValidationErrors = h.cat.ValidateVersion(cmd.ID, res.Version, res.Definition)
+	res.ValidationErrors = h.cat.InLightOf(h.cat.ValidateVersion(cmd.ID, res.Version, res.Definition), cmd.Ops, res.Skipped)
 	return res, nil
 }

@@ -48,6 +48,8 @@ type Connector struct {
 	exactlyOne []string
 	// aliases maps the normalized aliases of the public params (catalog data) to the param.
 	aliases map[string]string
+	// output is what is known of the fields of the output (nil: nothing).
+	output *shape
 }
 
 type paramInfo struct {
@@ -81,6 +83,13 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 		return nil, err
 	}
 	conn := &Connector{entry: e, params: map[string]paramInfo{}, aliases: map[string]string{}}
+	var output map[string]any
+	if len(e.OutputSchema) > 0 {
+		if err := json.Unmarshal(e.OutputSchema, &output); err != nil {
+			return nil, err
+		}
+	}
+	conn.output = shapeOfSchema(output)
 	if props, ok := schema["properties"].(map[string]any); ok {
 		for name, raw := range props {
 			p, _ := raw.(map[string]any)

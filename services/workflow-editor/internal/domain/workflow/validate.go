@@ -33,6 +33,9 @@ type ValidationError struct {
 	DidYouMean string
 	// NoIncomingEdge lists, for no_trigger, the blocks no edge leads into.
 	NoIncomingEdge []string
+	// missing lists the blocks the value at Pointer names that do not exist: a repair made
+	// without them is wrong when the batch meant to add them (InLightOf).
+	missing []string
 }
 
 // MaxValidationErrors is the most validation errors a workflow lists. A workflow with errors
@@ -128,9 +131,23 @@ func (v *validator) triggers() {
 	}
 	switch {
 	case len(v.trigs) == 0:
-		v.add(ValidationError{Code: ValidationNoTrigger,
-			Message: fmt.Sprintf("The workflow has no trigger block, so nothing starts it. Add one block of type %s and connect it to the first step.",
-				strings.Join(triggerTypes, ", "))})
+		// The trigger meant is almost always the manual one: any workflow may also be started
+		// by a schedule or a webhook whatever its trigger (contract §2).
+		e := ValidationError{Code: ValidationNoTrigger, DidYouMean: "trigger.manual",
+			Message: fmt.Sprintf("The workflow has no trigger block, so nothing starts it. Add one block of type %s (most likely trigger.manual; any workflow can also be started by a schedule or a webhook) and connect it to the first step.",
+				strings.Join(triggerTypes, ", "))}
+		for _, b := range v.def.Blocks {
+			if len(v.in[b.ID]) == 0 {
+				e.NoIncomingEdge = append(e.NoIncomingEdge, b.ID)
+			}
+		}
+		if len(e.NoIncomingEdge) > 0 {
+			e.Message += fmt.Sprintf(" Blocks no edge leads into (connect the trigger to them): %s.", listOf(e.NoIncomingEdge, maxListed))
+			if len(e.NoIncomingEdge) > maxListed {
+				e.NoIncomingEdge = e.NoIncomingEdge[:maxListed]
+			}
+		}
+		v.add(e)
 	case len(v.trigs) > 1:
 		for _, t := range v.trigs[1:] {
 			v.add(ValidationError{Code: ValidationMultipleTriggers, BlockID: t,
@@ -181,21 +198,147 @@ func (v *validator) block(i int, b Block) {
 		ptr := "/params/" + escapePointer(k)
 		if s, ok := b.Params[k].(string); ok && conn.isExpression(k) {
 			if hasTemplate(s) {
-				v.wrapped(b, ptr, k, s)
+				v.wrapped(i, b, ptr, k, s)
 				continue
 			}
+			mark := len(v.errs)
 			v.expression(i, b, ptr, s, s)
+			v.suggest(mark, ptr, func() string {
+				if fixed := v.repairExpression(i, s); fixed != "" && fixed != s && v.problemsOf(i, fixed) == 0 {
+					return fixed
+				}
+				return ""
+			})
 			continue
 		}
 		v.templates(i, b, ptr, b.Params[k])
 	}
 }
 
+// suggest sets, on the errors listed since mark at ptr, the repaired value fix returns (""
+// when none repairs every problem). A value's errors all carry the same repair: the value
+// with all of them fixed, which is only offered when it validates cleanly.
+func (v *validator) suggest(mark int, ptr string, fix func() string) {
+	if len(v.errs) <= mark || ptr == "" {
+		return
+	}
+	fixed := fix()
+	var missing []string
+	if fixed != "" {
+		blk := v.def.Blocks[v.index[v.errs[mark].BlockID]]
+		missing = v.missingIn(valueAtPointer(blk, ptr))
+	}
+	for j := mark; j < len(v.errs); j++ {
+		if v.errs[j].Pointer == ptr {
+			v.errs[j].DidYouMean = fixed
+			v.errs[j].missing = missing
+		}
+	}
+}
+
+// valueAtPointer is the string at ptr ("/params/...") in block b.
+func valueAtPointer(b Block, ptr string) string {
+	var loc []string
+	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/params/"), "/") {
+		loc = append(loc, unescapePointer(tok))
+	}
+	got, _ := valueAt(b.Params, loc)
+	s, _ := got.(string)
+	return s
+}
+
+// missingIn lists the names in the expressions of s that could be block ids but name no block.
+func (v *validator) missingIn(s string) []string {
+	var out []string
+	for _, ch := range chains(s) {
+		id := ch.parts[0]
+		if id == scopeSteps && len(ch.parts) > 1 {
+			id = ch.parts[1]
+		}
+		if _, ok := v.index[id]; !ok && !isRoot(id) {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// InLightOf is errs (a definition's validation errors, which a cache may share) as the reply
+// to a batch with the skipped operations skipped shows them: a suggestion that only holds
+// while a skipped operation stays skipped is taken back. No trigger is suggested when the
+// batch's own trigger was skipped, nor an edge from it into a block that a skipped connect
+// leads into, nor another block for a reference to one whose add was skipped: the repair is
+// that operation's.
+func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []ValidationError {
+	if len(skipped) == 0 || len(errs) == 0 {
+		return errs
+	}
+	pendingBlock := map[string]bool{}
+	pendingEdgeTo := map[string]bool{}
+	trigger := -1
+	for _, s := range skipped {
+		if s.OperationIndex < 0 || s.OperationIndex >= len(ops) {
+			continue
+		}
+		op := ops[s.OperationIndex]
+		switch OpType(op.Type) {
+		case OpAdd:
+			pendingBlock[op.BlockID] = true
+			if id := sanitizeID(op.BlockID); id != "" {
+				pendingBlock[id] = true
+			}
+			if k, ok := c.Lookup(op.BlockType); ok && k.IsTrigger() {
+				trigger = s.OperationIndex
+			} else if k, ok := c.Lookup(c.suggestType(op.BlockType)); ok && k.IsTrigger() {
+				trigger = s.OperationIndex
+			}
+		case OpConnect:
+			pendingEdgeTo[op.TargetBlockID] = true
+		}
+	}
+	out := make([]ValidationError, len(errs))
+	copy(out, errs)
+	for i := range out {
+		e := &out[i]
+		switch {
+		case e.Code == ValidationNoTrigger && trigger >= 0:
+			e.DidYouMean, e.NoIncomingEdge = "", nil
+			e.Message += fmt.Sprintf(" Operation %d of this batch, which adds a trigger, was skipped: repair it rather than adding another trigger.", trigger)
+		case e.Code == ValidationNoTrigger:
+			var kept []string
+			for _, id := range e.NoIncomingEdge {
+				if !pendingEdgeTo[id] {
+					kept = append(kept, id)
+				}
+			}
+			if len(kept) == 0 && len(e.NoIncomingEdge) > 0 {
+				e.DidYouMean = ""
+			}
+			e.NoIncomingEdge = kept
+		case e.DidYouMean != "":
+			for _, id := range e.missing {
+				if pendingBlock[id] {
+					e.DidYouMean = ""
+					e.Message += fmt.Sprintf(" (Block %q is missing because its add was skipped in this batch.)", id)
+					break
+				}
+			}
+		}
+	}
+	return out
+}
+
 // wrapped reports an expression param written as a template: it is a bare expression.
-func (v *validator) wrapped(b Block, ptr, name, s string) {
+func (v *validator) wrapped(i int, b Block, ptr, name, s string) {
 	e := ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
 		Message: fmt.Sprintf("Block %q, %s: %s is a bare expr-lang expression, not a {{ }} template; write it without the braces.", b.ID, ptr, name)}
 	if bare, ok := stripTemplates(s); ok && bare != "" {
+		if v.problemsOf(i, bare) > 0 {
+			bare = v.repairExpression(i, bare)
+			if bare == "" || v.problemsOf(i, bare) > 0 {
+				v.add(e)
+				return
+			}
+		}
 		e.DidYouMean = bare
 		e.Message = fmt.Sprintf("Block %q, %s: %s is a bare expr-lang expression, not a {{ }} template: send %q.", b.ID, ptr, name, truncate(bare, 200))
 	}
@@ -209,6 +352,7 @@ func (v *validator) templates(i int, b Block, ptr string, value any) {
 		if !hasTemplate(x) {
 			return
 		}
+		mark := len(v.errs)
 		exprs, err := splitTemplates(x)
 		if err != nil {
 			v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
@@ -216,6 +360,14 @@ func (v *validator) templates(i int, b Block, ptr string, value any) {
 		}
 		for _, e := range exprs {
 			v.expression(i, b, ptr, e, "{{ "+e+" }}")
+		}
+		if err == nil {
+			v.suggest(mark, ptr, func() string {
+				if fixed := v.repairTemplates(i, x); fixed != "" && fixed != x && v.templateProblems(i, fixed) == 0 {
+					return fixed
+				}
+				return ""
+			})
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
@@ -249,6 +401,58 @@ func (v *validator) expression(i int, b Block, ptr, src, shown string) {
 			v.stepReference(i, b, ptr, r)
 		}
 	}
+	v.outputReferences(i, b, ptr, src)
+}
+
+// outputReferences checks the fields read from the outputs of upstream blocks, where the
+// output's fields are known (a closed output schema, or a transform's literal value):
+// steps.fetch.output.total, where an http.request outputs {status, headers, body, truncated},
+// would fail the run.
+func (v *validator) outputReferences(i int, b Block, ptr, src string) {
+	for _, ch := range chains(src) {
+		if ch.call || len(ch.parts) < 4 || ch.parts[0] != scopeSteps || ch.parts[2] != "output" {
+			continue
+		}
+		j, ok := v.index[ch.parts[1]]
+		if !ok || !v.upstream(j, i) {
+			continue
+		}
+		target := v.def.Blocks[j]
+		sh := v.cat.outputShape(target)
+		path := ch.parts[3:]
+		bad := badField(sh, path)
+		if bad < 0 {
+			continue
+		}
+		at := "steps." + strings.Join(ch.parts[1:3+bad], ".")
+		var fields string
+		if node := shapeAt(sh, path[:bad]); node != nil && !node.leaf && node.mapOf == nil {
+			fields = fmt.Sprintf(" it has %s", listOf(sortedKeys(node.fields), 20))
+		} else {
+			fields = " it is not an object"
+		}
+		msg := fmt.Sprintf("Block %q, %s: reference %s cannot resolve: %s (%s) has no field %q there;%s.",
+			b.ID, ptr, strings.Join(ch.parts, "."), at, target.Type, path[bad], fields)
+		if fixed, ok := fixPath(sh, path); ok {
+			msg += fmt.Sprintf(" Did you mean steps.%s.output.%s?", target.ID, strings.Join(fixed, "."))
+		}
+		v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, Message: msg})
+	}
+}
+
+// shapeAt is the shape at path inside sh.
+func shapeAt(sh *shape, path []string) *shape {
+	for _, f := range path {
+		switch {
+		case sh == nil || sh.leaf:
+			return nil
+		case sh.mapOf != nil:
+			sh = sh.mapOf
+		default:
+			sh = sh.fields[f]
+		}
+	}
+	return sh
 }
 
 func (v *validator) stepReference(i int, b Block, ptr string, r reference) {
