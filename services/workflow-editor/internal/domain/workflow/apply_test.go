@@ -193,10 +193,10 @@ func TestValidate(t *testing.T) {
 	t.Parallel()
 	c := catalog(t)
 	for _, tc := range []struct {
-		name    string
-		ops     string
-		code    workflow.ValidationCode
-		block   string
+		name  string
+		ops   string
+		code  workflow.ValidationCode
+		block string
 		// dym is what to set at pointer: the whole repaired value of the param (or, for
 		// no_trigger, the trigger type), not a fragment of it, so that a client can apply it
 		// without parsing the message.
