@@ -308,7 +308,51 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 			out = append(out, v)
 		}
 	}
+	if len(out) > 0 {
+		// The operation is skipped anyway: say now what its expressions will need, so that
+		// the repaired operation does not come back with invalid_expression.
+		for _, name := range checked {
+			if _, dup := seen["/"+escapePointer(name)]; dup || !k.isExpression(name) {
+				continue
+			}
+			if src, ok := renamed[name].(string); ok && !hasTemplate(src) {
+				if v := c.expressionSlip(name, src); v != nil {
+					out = append(out, v)
+				}
+			}
+		}
+	}
 	return out
+}
+
+// expressionSlip is the problem of an expression param that does not parse or names what is
+// not in scope, with its repair when a slip from another language explains it; nil when the
+// expression is fine as far as can be told outside the graph.
+func (c *Catalog) expressionSlip(name, src string) *paramViolation {
+	bad := func(s string) (string, bool) {
+		refs, err := c.exprs.references(s)
+		if err != nil {
+			return err.Error(), true
+		}
+		for _, r := range refs {
+			if r.problem != "" && r.step == "" && !r.call {
+				return r.problem, true
+			}
+		}
+		return "", false
+	}
+	why, isBad := bad(src)
+	if !isBad {
+		return nil
+	}
+	v := &paramViolation{code: ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-expression",
+		detail: "it is not a valid expr-lang expression (" + why + "); the block would have an invalid_expression"}
+	if fixed := fixSyntax(src); fixed != src {
+		if _, still := bad(fixed); !still {
+			v.hint.DidYouMean = fixed
+		}
+	}
+	return v
 }
 
 // checkExactlyOne refuses params that set two or more of the exactly-one-of group. When an

@@ -504,7 +504,7 @@ func (v *validator) fixReferences(i int, s string) string {
 				if parts, ok := v.fixSteps(i, append([]string{id}, ch.parts[1:]...)); ok {
 					repl = scopeSteps + "." + strings.Join(parts, ".")
 				}
-			} else if closest(root, scopeRoots()) == scopeInput {
+			} else if strings.HasPrefix(strings.ToLower(root), "in") && closest(root, scopeRoots()) == scopeInput {
 				repl = strings.Join(append([]string{scopeInput}, ch.parts[1:]...), ".")
 			}
 		}

@@ -187,7 +187,9 @@ func (k *Connector) numberRange(params map[string]any, loc []string) ([]any, any
 	bounds := []any{json.Number(strconv.FormatFloat(lo, 'f', -1, 64)), json.Number(strconv.FormatFloat(hi, 'f', -1, 64))}
 	got, _ := valueAt(params, loc)
 	n, ok := got.(json.Number)
-	if !ok || !strings.HasPrefix(string(n), "-") {
+	// A negative number is a slip of the sign, except -1, which other APIs use for "no
+	// limit": what that means here is not one value.
+	if !ok || !strings.HasPrefix(string(n), "-") || n == "-1" {
 		return bounds, nil
 	}
 	flipped := json.Number(strings.TrimPrefix(string(n), "-"))
