@@ -417,3 +417,53 @@ func definitionOf(t *testing.T, b *testBundle, id string) normalizedDefinition {
 	sort.Strings(n.Edges)
 	return n
 }
+
+// The shape of a reply an agent repairs from: every problem of an op in problems[] (the item's
+// own first), did_you_mean as the JSON value meant, and a branch sent as a JSON boolean as a
+// skip of that connect alone.
+func TestRepairReplyShape(t *testing.T) {
+	if testing.Short() {
+		t.Skip("needs Postgres")
+	}
+	t.Parallel()
+	b := start(t).setup(t)
+	id := b.create(t, "shape", nil)
+	r := b.ops(t, id, `[
+	 {"operation_type":"add","block_id":"start","type":"trigger.manual"},
+	 {"operation_type":"add","block_id":"fetch","type":"http.request","params":{"verb":"get","address":"https://a.example","timeout_ms":"2000"}},
+	 {"operation_type":"add","block_id":"check","type":"condition","params":{"expression":"input.n > 1"}},
+	 {"operation_type":"connect","block_id":"start","target_block_id":"check"},
+	 {"operation_type":"add","block_id":"ok","type":"log","params":{"message":"ok"}},
+	 {"operation_type":"connect","block_id":"check","target_block_id":"ok","branch":true}]`)
+	items := skipped(t, r)
+	require.Len(t, items, 2, r.Raw)
+	require.Equal(t, "unknown_param", items[0]["reason_code"])
+	problems := items[0]["problems"].([]any)
+	got := map[string]any{}
+	for i, p := range problems {
+		m := p.(map[string]any)
+		hint := m["hint"].(map[string]any)
+		require.NotEmpty(t, m["reason"])
+		if i == 0 {
+			require.Equal(t, items[0]["reason_code"], m["reason_code"], "the item's own problem comes first")
+		}
+		got[m["reason_code"].(string)+" "+hint["pointer"].(string)] = hint["did_you_mean"]
+	}
+	require.Equal(t, map[string]any{
+		"unknown_param /params/verb":       "method",
+		"unknown_param /params/address":    "url",
+		"invalid_param /params/method":     "GET",
+		"invalid_param /params/timeout_ms": float64(2000), // the number, not "2000" nor "integer"
+	}, got, r.Raw)
+	require.Equal(t, "invalid_branch", items[1]["reason_code"])
+	require.EqualValues(t, 5, items[1]["operation_index"])
+	require.Equal(t, "true", items[1]["hint"].(map[string]any)["did_you_mean"])
+	require.Contains(t, r.Raw, `"summary":"Applied 4 operation(s). 2 skipped:`)
+
+	r = b.ops(t, id, `[{"operation_type":"add","block_id":"slow","type":"http.request","params":{"method":"GET","url":"https://a.example","timeout_ms":0}}]`)
+	items = skipped(t, r)
+	require.Len(t, items, 1, r.Raw)
+	hint := items[0]["hint"].(map[string]any)
+	require.Equal(t, []any{float64(1), float64(300000)}, hint["allowed"], "the range, as values")
+	require.NotContains(t, hint, "did_you_mean", "no one value is meant")
+}

@@ -192,7 +192,13 @@ func (k *Connector) suggestParam(name string) string {
 	if p, ok := k.aliases[normalize(name)]; ok && name != "" {
 		return p
 	}
-	return closest(name, k.public)
+	c := closest(name, k.public)
+	// A short name inside a longer param is no spelling of it: "input" (the run input, sent
+	// to a trigger) is not "input_schema".
+	if n, cn := normalize(name), normalize(c); c != "" && n != cn && strings.Contains(cn, n) && 2*len(n) < len(cn) {
+		return ""
+	}
+	return c
 }
 
 // Types lists the registered block types in catalog order.

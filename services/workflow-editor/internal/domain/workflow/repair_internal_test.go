@@ -1,0 +1,192 @@
+package workflow
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/expr-lang/expr/conf"
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/proto/connectors"
+)
+
+// Durations written for people read as the one duration they mean, in Go's form; what has no
+// one meaning is not read.
+func TestHumanDuration(t *testing.T) {
+	t.Parallel()
+	for in, want := range map[string]string{
+		"5 minutes": "5m", "two hours": "2h", "P1D": "24h", "PT30S": "30s", "30sec": "30s", "1.5h": "1h30m",
+		"1.5 hours": "1h30m", "90 seconds": "1m30s", "1 hour and 30 minutes": "1h30m", "1h 30m": "1h30m",
+		"P1DT2H": "26h", "PT1H30M": "1h30m", "500 milliseconds": "500ms", "an hour": "1h", "half an hour": "30m",
+		"1 week": "168h", "30S": "30s", " 15m ": "15m", "3 hrs": "3h", "2 days": "48h",
+	} {
+		d, ok := humanDuration(in)
+		require.True(t, ok, in)
+		require.Equal(t, want, formatDuration(d), in)
+		back, err := time.ParseDuration(formatDuration(d))
+		require.NoError(t, err, in)
+		require.Equal(t, d, back, in)
+	}
+	for _, in := range []string{"30", "2h30", "P1M", "P1Y", "soon", "5 parsecs", "", "P", "PT", "-5m", "0s", "minutes 5"} {
+		_, ok := humanDuration(in)
+		if in == "-5m" || in == "0s" {
+			// Go reads them; the callers only suggest positive durations.
+			continue
+		}
+		require.False(t, ok, in)
+	}
+}
+
+// Each slip from another language is rewritten to an expression expr-lang compiles; valid
+// expressions are left as they are, and so is what has no one fix.
+func TestFixSyntax(t *testing.T) {
+	t.Parallel()
+	cfg := conf.CreateNew()
+	for in, want := range map[string]string{
+		"input.n = 5":                  "input.n == 5",
+		"input.n === 5":                "input.n == 5",
+		"input.n !== 5":                "input.n != 5",
+		"input.a <> 1":                 "input.a != 1",
+		"input.ok == True":             "input.ok == true",
+		"input.x == None":              "input.x == nil",
+		"input.x === undefined":        "input.x == nil",
+		"input.x IS NOT NULL":          "input.x != nil",
+		"input.a > 1 AND NOT input.b":  "input.a > 1 and not input.b",
+		"input.n > 5 &&":               "input.n > 5",
+		"(input.n > 5":                 "(input.n > 5)",
+		"input.n > 5)":                 "input.n > 5",
+		`input.s.startsWith("a")`:      `input.s startsWith "a"`,
+		`input.name.toUpperCase()`:     `upper(input.name)`,
+		`input.s == "a = b" || x = 1`:  `input.s == "a = b" || x == 1`,
+		`input.null == null`:           `input.null == nil`,
+		"input.n >= 5 && input.m <= 3": "input.n >= 5 && input.m <= 3",
+		"let x = 1; x == 1":            "let x = 1; x == 1",
+	} {
+		got := fixSyntax(in)
+		require.Equal(t, want, got, in)
+		_, err := parseTree(got, cfg)
+		require.NoError(t, err, got)
+	}
+	// No one fix: where the operand or the closing parenthesis of a call goes is not known.
+	for _, in := range []string{"input.n >", "len(input.items > 0"} {
+		got := fixSyntax(in)
+		_, err := parseTree(got, cfg)
+		require.Error(t, err, "%q became %q", in, got)
+	}
+}
+
+// Where a guess would be a coin toss, the reply carries no did_you_mean: a hint that applies
+// and leaves the workflow wrong is worse than none.
+func TestNoGuessWhereAmbiguous(t *testing.T) {
+	t.Parallel()
+	c, err := NewCatalog(loadCatalog(t))
+	require.NoError(t, err)
+	str := func(s string) *string { return &s }
+	add := func(id, typ string, params map[string]any) Op {
+		return Op{Type: "add", BlockID: id, BlockType: typ, Params: params, HasParams: params != nil}
+	}
+	base := []Op{add("start", "trigger.manual", nil), add("fetch", "http.request", map[string]any{"method": "GET", "url": "https://a.example"}),
+		{Type: "connect", BlockID: "start", TargetBlockID: "fetch"}}
+	for name, op := range map[string]Op{
+		"MadeUpMethod":      add("x", "http.request", map[string]any{"method": "FETCH", "url": "https://a.example"}),
+		"BareNumber":        add("x", "wait", map[string]any{"duration": "30"}),
+		"MissingUnit":       add("x", "wait", map[string]any{"duration": "2h30"}),
+		"MinusOne":          add("x", "fail", map[string]any{"message": "m", "fail_attempts": jsonNumber("-1")}),
+		"Fraction":          add("x", "http.request", map[string]any{"method": "GET", "url": "https://a.example", "timeout_ms": jsonNumber("1500.5")}),
+		"TooBig":            add("x", "http.request", map[string]any{"method": "GET", "url": "https://a.example", "timeout_ms": jsonNumber("600000")}),
+		"NoSuchType":        add("x", "kafka.publish", nil),
+		"BranchOnAction":    {Type: "connect", BlockID: "start", TargetBlockID: "fetch", Branch: str("true")},
+		"UnrelatedParam":    add("x", "log", map[string]any{"message": "m", "color": "red"}),
+		"URLWithSpace":      add("x", "http.request", map[string]any{"method": "GET", "url": "not a url"}),
+		"UntilWithoutZone":  add("x", "wait", map[string]any{"until": "2030-01-01 10:00"}),
+		"InputAsTriggerArg": add("t2", "trigger.manual", map[string]any{"input": map[string]any{"n": jsonNumber("5")}}),
+	} {
+		out := c.Apply(Definition{}, append(append([]Op(nil), base...), op))
+		require.NotEmpty(t, out.Skipped, name)
+		for _, s := range out.Skipped {
+			for _, p := range s.problems() {
+				require.False(t, p.Hint.Suggests(), "%s: %s suggests %q %v", name, p.ReasonCode, p.Hint.DidYouMean, p.Hint.Value)
+			}
+		}
+	}
+	// References: a sibling on another branch of another type, a name that is no block and no
+	// scope, a call whose closing parenthesis is missing.
+	for name, value := range map[string]string{
+		"Sibling":      "{{ steps.other.output.message }}",
+		"OutputAlone":  "{{ output.body }}",
+		"UnclosedCall": "{{ len(input.items > 0 }}",
+		"OpenOutput":   "{{ steps.start.output.anything.at.all }}",
+	} {
+		def := c.Apply(Definition{}, append(append([]Op(nil), base...),
+			add("other", "log", map[string]any{"message": "x"}), Op{Type: "connect", BlockID: "start", TargetBlockID: "other"},
+			add("l", "log", map[string]any{"message": value}), Op{Type: "connect", BlockID: "fetch", TargetBlockID: "l"})).Definition
+		errs := c.Validate(def)
+		if name == "OpenOutput" {
+			require.Empty(t, errs, "a trigger's output is the run input: any field may be read")
+			continue
+		}
+		require.NotEmpty(t, errs, name)
+		for _, e := range errs {
+			require.Empty(t, e.DidYouMean, "%s: %s", name, e.Message)
+		}
+	}
+}
+
+// Fields read from an output are checked only where the output's fields are known, and the
+// repair goes into the one field of unknown content.
+func TestOutputReferences(t *testing.T) {
+	t.Parallel()
+	c, err := NewCatalog(loadCatalog(t))
+	require.NoError(t, err)
+	for value, want := range map[string]string{
+		"{{ steps.fetch.output.body.anything }}":  "",
+		"{{ steps.fetch.output.headers.etag }}":   "",
+		"{{ steps.fetch.output.truncated }}":      "",
+		"{{ steps.fetch.output.total }}":          "{{ steps.fetch.output.body.total }}",
+		"{{ steps.fetch.output.status_code }}":    "{{ steps.fetch.output.status }}",
+		"{{ steps.fetch.output.status.code }}":    "-",
+		"{{ steps.t.output.nested.deep }}":        "",
+		"{{ steps.t.output.count }}":              "",
+		"{{ steps.t.output.cnt }}":                "{{ steps.t.output.count }}",
+		"{{ steps.t.output.count.x }}":            "-",
+		"{{ steps.t.output.dynamic.anything }}":   "",
+		"{{ steps.fetch.output[\"total\"] }}":     "",
+		"{{ steps.fetch.output.body?.total }}":    "",
+		"{{ len(steps.fetch.output.headers) }}":   "",
+		"{{ steps.fetch.output.body.total + 1 }}": "",
+	} {
+		def := c.Apply(Definition{}, []Op{
+			{Type: "add", BlockID: "start", BlockType: "trigger.manual"},
+			{Type: "add", BlockID: "fetch", BlockType: "http.request", HasParams: true, Params: map[string]any{"method": "GET", "url": "https://a.example"}},
+			{Type: "add", BlockID: "t", BlockType: "transform", HasParams: true, Params: map[string]any{"value": map[string]any{
+				"count": jsonNumber("1"), "nested": map[string]any{"deep": "x"}, "dynamic": "{{ input.x }}"}}},
+			{Type: "add", BlockID: "l", BlockType: "log", HasParams: true, Params: map[string]any{"message": value}},
+			{Type: "connect", BlockID: "start", TargetBlockID: "fetch"},
+			{Type: "connect", BlockID: "fetch", TargetBlockID: "t"},
+			{Type: "connect", BlockID: "t", TargetBlockID: "l"},
+		}).Definition
+		errs := c.Validate(def)
+		switch want {
+		case "":
+			require.Empty(t, errs, value)
+		case "-":
+			require.Len(t, errs, 1, value)
+			require.Equal(t, ValidationUnknownReference, errs[0].Code, value)
+			require.Empty(t, errs[0].DidYouMean, value)
+		default:
+			require.Len(t, errs, 1, value)
+			require.Equal(t, ValidationUnknownReference, errs[0].Code, value)
+			require.Equal(t, want, errs[0].DidYouMean, value)
+		}
+	}
+}
+
+func loadCatalog(t *testing.T) []connectors.Entry {
+	t.Helper()
+	entries, err := connectors.Load()
+	require.NoError(t, err)
+	return entries
+}
+
+func jsonNumber(s string) json.Number { return json.Number(s) }
