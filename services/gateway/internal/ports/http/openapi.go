@@ -57,8 +57,8 @@ func (h *openAPIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // etagMatches reports whether an If-None-Match list names etag (or is "*"); weak forms match.
 func etagMatches(header, etag string) bool {
 	for _, v := range strings.Split(header, ",") {
-		v = strings.TrimPrefix(strings.TrimSpace(v), "W/")
-		if v == etag || v == "*" {
+		v = strings.TrimSpace(v)
+		if v == "*" || v == etag || v == "W/"+etag {
 			return true
 		}
 	}
