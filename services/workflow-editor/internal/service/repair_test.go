@@ -31,6 +31,9 @@ type repairCase struct {
 	Setup    []json.RawMessage `json:"setup"`
 	Batch    []json.RawMessage `json:"batch"`
 	Intended []json.RawMessage `json:"intended"`
+	// Via "definition" sends the batch (adds, then connects) as the definition of
+	// POST /api/workflows instead of as a patch.
+	Via string `json:"via"`
 }
 
 type repairFamily struct {
@@ -112,14 +115,45 @@ func runRepairCase(t *testing.T, b *testBundle, name string, c repairCase) (repa
 	require.Empty(t, r.Body["validation_errors"], "%s: the intended batch validates", name)
 	wantDef := definitionOf(t, b, want)
 
-	id := b.create(t, name, nil)
-	var sent []map[string]any
-	if len(c.Setup) > 0 {
-		require.Empty(t, skipped(t, b.ops(t, id, rawList(c.Setup))), name)
-		sent = append(sent, decodeOpsList(t, c.Setup)...)
-	}
+	var (
+		id   string
+		sent []map[string]any
+	)
 	batch := decodeOpsList(t, c.Batch)
-	r = b.ops(t, id, marshalOps(t, batch))
+	if c.Via == "definition" {
+		// The definition's operation_index counts its blocks, then its edges.
+		var adds, connects []map[string]any
+		def := map[string]any{"blocks": []any{}, "edges": []any{}}
+		for _, op := range batch {
+			item := map[string]any{}
+			for k, v := range op {
+				if k != "operation_type" {
+					item[k] = v
+				}
+			}
+			if op["operation_type"] == "add" {
+				adds = append(adds, op)
+				def["blocks"] = append(def["blocks"].([]any), item)
+			} else {
+				connects = append(connects, op)
+				def["edges"] = append(def["edges"].([]any), item)
+			}
+		}
+		batch = append(adds, connects...)
+		r = b.do(t, "POST", "/api/workflows", map[string]any{"name": name, "definition": def})
+		if r.Status != http.StatusCreated {
+			return notRepaired, fmt.Sprintf("create %d: %s", r.Status, truncateText(r.Raw, 300))
+		}
+		id = r.Body["id"].(string)
+		r.Status = http.StatusOK
+	} else {
+		id = b.create(t, name, nil)
+		if len(c.Setup) > 0 {
+			require.Empty(t, skipped(t, b.ops(t, id, rawList(c.Setup))), name)
+			sent = append(sent, decodeOpsList(t, c.Setup)...)
+		}
+		r = b.ops(t, id, marshalOps(t, batch))
+	}
 	if r.Status != http.StatusOK {
 		return notRepaired, fmt.Sprintf("first reply %d: %s", r.Status, truncateText(r.Raw, 300))
 	}

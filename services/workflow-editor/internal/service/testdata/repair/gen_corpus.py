@@ -30,8 +30,11 @@ URL = "https://api.example.com/items"
 
 families = {}
 
-def case(family, name, setup, batch, intended):
-    families.setdefault(family, []).append({"name": name, "setup": setup, "batch": batch, "intended": intended})
+def case(family, name, setup, batch, intended, via=None):
+    c = {"name": name, "setup": setup, "batch": batch, "intended": intended}
+    if via:
+        c["via"] = via
+    families.setdefault(family, []).append(c)
 
 # --- block types named as other tools name them, and misspelt ----------------------------------
 good = {
@@ -290,6 +293,34 @@ case("operation", "id with space", START, [add("fetch data", "http.request", {"m
 case("operation", "target typo", FETCH + [add("l", "log", {"message": "x"})], [con("fetch", "L")], [con("fetch", "l")])
 case("operation", "update typo", FETCH, [upd("fecth", {"method": "POST"})], [upd("fetch", {"method": "POST"})])
 case("operation", "source typo", FETCH + [add("notify", "log", {"message": "x"})], [con("fetchh", "notify")], [con("fetch", "notify")])
+
+# --- the same mistakes in a definition given to POST /api/workflows -----------------------------
+T = add("start", "trigger.manual")
+defs = [
+    ("type alias", [T, add("f", "fetch", {"method": "GET", "url": URL}), con("start", "f")], [T, add("f", "http.request", {"method": "GET", "url": URL}), con("start", "f")]),
+    ("param alias", [T, add("c", "condition", {"predicate": "input.n > 1"}), con("start", "c")], [T, add("c", "condition", {"expression": "input.n > 1"}), con("start", "c")]),
+    ("duration", [T, add("w", "wait", {"duration": "10 minutes"}), con("start", "w")], [T, add("w", "wait", {"duration": "10m"}), con("start", "w")]),
+    ("branch bool", [T, add("c", "condition", {"expression": "input.n > 1"}), add("y", "log", {"message": "y"}), add("n", "log", {"message": "n"}),
+                     con("start", "c"), con("c", "y", True), con("c", "n", False)],
+                    [T, add("c", "condition", {"expression": "input.n > 1"}), add("y", "log", {"message": "y"}), add("n", "log", {"message": "n"}),
+                     con("start", "c"), con("c", "y", "true"), con("c", "n", "false")]),
+    ("no trigger", [add("f", "http.request", {"method": "GET", "url": URL}), add("l", "log", {"message": "{{ steps.f.output.status }}"}), con("f", "l")],
+                   [add("f", "http.request", {"method": "GET", "url": URL}), add("l", "log", {"message": "{{ steps.f.output.status }}"}), con("f", "l"),
+                    add("trigger", "trigger.manual"), con("trigger", "f")]),
+    ("expression", [T, add("c", "condition", {"expression": "input.ok === true"}), con("start", "c")], [T, add("c", "condition", {"expression": "input.ok == true"}), con("start", "c")]),
+    ("reference", [T, add("fetch", "http.request", {"method": "GET", "url": URL}), add("l", "log", {"message": "{{ steps.fecth.output.body }}"}), con("start", "fetch"), con("fetch", "l")],
+                  [T, add("fetch", "http.request", {"method": "GET", "url": URL}), add("l", "log", {"message": "{{ steps.fetch.output.body }}"}), con("start", "fetch"), con("fetch", "l")]),
+    ("output field", [T, add("fetch", "http.request", {"method": "GET", "url": URL}), add("l", "log", {"message": "{{ steps.fetch.output.total }}"}), con("start", "fetch"), con("fetch", "l")],
+                     [T, add("fetch", "http.request", {"method": "GET", "url": URL}), add("l", "log", {"message": "{{ steps.fetch.output.body.total }}"}), con("start", "fetch"), con("fetch", "l")]),
+    ("trigger alias", [add("t", "cron"), add("l", "log", {"message": "tick"}), con("t", "l")], [add("t", "trigger.schedule"), add("l", "log", {"message": "tick"}), con("t", "l")]),
+    ("two problems", [T, add("w", "sleep", {"delay": "5 minutes"}), con("start", "w")], [T, add("w", "wait", {"duration": "5m"}), con("start", "w")]),
+    ("number string", [T, add("f", "http.request", {"method": "get", "url": URL, "timeout_ms": "2000"}), con("start", "f")],
+                      [T, add("f", "http.request", {"method": "GET", "url": URL, "timeout_ms": 2000}), con("start", "f")]),
+    ("self reference", [T, add("fetch", "http.request", {"method": "GET", "url": URL}), add("c", "condition", {"expression": "steps.c.output.status == 200"}), con("start", "fetch"), con("fetch", "c")],
+                       [T, add("fetch", "http.request", {"method": "GET", "url": URL}), add("c", "condition", {"expression": "steps.fetch.output.status == 200"}), con("start", "fetch"), con("fetch", "c")]),
+]
+for name, bad, good_d in defs:
+    case("definition", name, [], bad, good_d, via="definition")
 
 for fam, cases in families.items():
     with open(f"{fam}.json", "w") as f:
