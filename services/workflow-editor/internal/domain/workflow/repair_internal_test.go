@@ -190,3 +190,55 @@ func loadCatalog(t *testing.T) []connectors.Entry {
 }
 
 func jsonNumber(s string) json.Number { return json.Number(s) }
+
+// A reply takes back what only holds while a skipped operation stays skipped.
+func TestInLightOf(t *testing.T) {
+	t.Parallel()
+	c, err := NewCatalog(loadCatalog(t))
+	require.NoError(t, err)
+	batch := []Op{
+		{Type: "add", BlockID: "start", BlockType: "trigger.manual"},
+		{Type: "add", BlockID: "fetch", BlockType: "fetch", HasParams: true, Params: map[string]any{"method": "GET", "url": "https://a.example"}},
+		{Type: "add", BlockID: "fetch2", BlockType: "http.request", HasParams: true, Params: map[string]any{"method": "GET", "url": "https://a.example"}},
+		{Type: "add", BlockID: "l", BlockType: "log", HasParams: true, Params: map[string]any{"message": "{{ steps.fetch.output.body }}"}},
+		{Type: "connect", BlockID: "start", TargetBlockID: "fetch2"},
+		{Type: "connect", BlockID: "start", TargetBlockID: "fetch"},
+		{Type: "connect", BlockID: "fetch", TargetBlockID: "l"},
+		{Type: "connect", BlockID: "fetch2", TargetBlockID: "l"},
+	}
+	out := c.Apply(Definition{}, batch)
+	require.Len(t, out.Skipped, 3) // the add of fetch and its two connects
+	errs := c.Validate(out.Definition)
+	var ref *ValidationError
+	for i := range errs {
+		if errs[i].Code == ValidationUnknownReference {
+			ref = &errs[i]
+		}
+	}
+	require.NotNil(t, ref)
+	require.Equal(t, "{{ steps.fetch2.output.body }}", ref.DidYouMean, "alone, the definition reads as a typo of fetch2")
+	shown := c.InLightOf(errs, batch, out.Skipped)
+	for _, e := range shown {
+		if e.Code == ValidationUnknownReference {
+			require.Empty(t, e.DidYouMean, "fetch is missing because its add was skipped: the repair is that add's")
+			require.Contains(t, e.Message, "repair that add")
+			require.NotContains(t, e.Message, "Repaired,")
+		}
+	}
+	require.Equal(t, "{{ steps.fetch2.output.body }}", ref.DidYouMean, "the cached errors are not changed")
+
+	// The batch's own trigger skipped: no other trigger is suggested.
+	batch = []Op{
+		{Type: "add", BlockID: "t", BlockType: "cron"},
+		{Type: "add", BlockID: "l", BlockType: "log", HasParams: true, Params: map[string]any{"message": "x"}},
+		{Type: "connect", BlockID: "t", TargetBlockID: "l"},
+	}
+	out = c.Apply(Definition{}, batch)
+	errs = c.Validate(out.Definition)
+	require.Equal(t, "trigger.manual", errs[0].DidYouMean)
+	require.Equal(t, []string{"l"}, errs[0].NoIncomingEdge)
+	shown = c.InLightOf(errs, batch, out.Skipped)
+	require.Equal(t, ValidationNoTrigger, shown[0].Code)
+	require.Empty(t, shown[0].DidYouMean)
+	require.Empty(t, shown[0].NoIncomingEdge)
+}

@@ -229,9 +229,13 @@ func (v *validator) suggest(mark int, ptr string, fix func() string) {
 		missing = v.missingIn(valueAtPointer(blk, ptr))
 	}
 	for j := mark; j < len(v.errs); j++ {
-		if v.errs[j].Pointer == ptr {
-			v.errs[j].DidYouMean = fixed
-			v.errs[j].missing = missing
+		if v.errs[j].Pointer != ptr {
+			continue
+		}
+		v.errs[j].DidYouMean = fixed
+		v.errs[j].missing = missing
+		if fixed != "" {
+			v.errs[j].Message += fmt.Sprintf(" Repaired, %s is %q: set it (did_you_mean).", ptr, truncate(fixed, 200))
 		}
 	}
 }
@@ -318,7 +322,10 @@ func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []
 			for _, id := range e.missing {
 				if pendingBlock[id] {
 					e.DidYouMean = ""
-					e.Message += fmt.Sprintf(" (Block %q is missing because its add was skipped in this batch.)", id)
+					if k := strings.Index(e.Message, " Repaired, "); k >= 0 {
+						e.Message = e.Message[:k]
+					}
+					e.Message += fmt.Sprintf(" (Block %q is missing because its add was skipped in this batch: repair that add.)", id)
 					break
 				}
 			}
