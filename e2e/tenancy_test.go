@@ -262,6 +262,19 @@ func wantAuthCode(status int, code string) func(t *testing.T, r response) {
 
 var wantNotFound = wantServiceError(http.StatusNotFound, "not_found") //nolint:gochecknoglobals // test table
 
+// wantMCPToolError: an MCP tools/call answered 200 with a tool error whose text carries the
+// contract's code.
+func wantMCPToolError(code string) func(t *testing.T, r response) {
+	return func(t *testing.T, r response) {
+		t.Helper()
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		result, ok := r.Body["result"].(map[string]any)
+		require.True(t, ok, "a JSON-RPC result: %s", r.Raw)
+		require.Equal(t, true, result["isError"], r.Raw)
+		require.Contains(t, r.Raw, `\"error\":\"`+code+`\"`, "the tool error carries %s", code)
+	}
+}
+
 func wantStatus(status int) func(t *testing.T, r response) {
 	return func(t *testing.T, r response) { t.Helper(); require.Equal(t, status, r.Status, r.Raw) }
 }
@@ -412,6 +425,21 @@ func tenancyMatrix() map[string]tenancyEntry {
 		},
 		"POST /api/admin/tick": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return []tenancyProbe{{name: "tick", method: "POST", path: "/api/admin/tick", body: map[string]any{}, want: wantStatus(http.StatusOK)}}
+		},
+
+		// MCP: a tool call names A's workflow or run in its arguments; it must fail as for an id
+		// nobody has, as a tool error carrying not_found (the call itself is answered 200).
+		"POST /api/mcp": func(f *tenancyFixture, c caller) []tenancyProbe {
+			call := func(name, label, tool string, args map[string]any) tenancyProbe {
+				return tenancyProbe{name: name + " " + label, method: "POST", path: "/api/mcp", want: wantMCPToolError("not_found"),
+					body: map[string]any{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": map[string]any{"name": tool, "arguments": args}}}
+			}
+			return []tenancyProbe{
+				call("foreign", "workflows_get", "workflows_get", map[string]any{"workflow_id": f.wfA}),
+				call("missing", "workflows_get", "workflows_get", map[string]any{"workflow_id": missingWF}),
+				call("foreign", "runs_get", "runs_get", map[string]any{"run_id": f.runA}),
+				call("missing", "runs_get", "runs_get", map[string]any{"run_id": missingRun}),
+			}
 		},
 
 		// --- open routes ----------------------------------------------------------------------

@@ -269,7 +269,7 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(w, r, g.log, err)
 		return
 	}
-	g.mcp.ServeHTTP(w, r)
+	serveMCPWithJSONErrors(w, r, g.log, g.mcp)
 }
 
 // vouchingService is the name the gateway signs its own statements under.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -14,7 +15,9 @@ import (
 
 	api "svc.dev/libs/apiclient"
 	"svc.dev/libs/buildinfo"
+	"svc.dev/libs/errs"
 	"svc.dev/libs/mcptools"
+	"svc.dev/libs/web"
 )
 
 // mcpPath is where the gateway serves the MCP tools over streamable HTTP (ARCHITECTURE §9).
@@ -127,3 +130,96 @@ func (r *recorder) Write(b []byte) (int, error) {
 
 // Flush lets the reverse proxy's streaming (FlushInterval -1) run; the answer is read whole.
 func (r *recorder) Flush() {}
+
+// serveMCPWithJSONErrors serves r with the MCP handler, keeping the contract's error shape
+// (§0: every error is JSON {error, message}). The SDK answers transport-level refusals (a
+// method, Accept or Content-Type it does not take, a body that is not JSON-RPC) in plain text;
+// those become invalid_body, method_not_allowed or payload_too_large JSON errors with the
+// SDK's words as the message. A caller that accepts JSON but did not list text/event-stream
+// is served anyway: this endpoint answers with JSON only.
+func serveMCPWithJSONErrors(w http.ResponseWriter, r *http.Request, log *slog.Logger, h http.Handler) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		web.WriteError(w, r, log, errs.Newf(errs.MethodNotAllowed, "%s takes POST (MCP over streamable HTTP, JSON answers), not %s", mcpPath, r.Method))
+		return
+	}
+	if accept := r.Header.Get("Accept"); !strings.Contains(accept, "text/event-stream") || !strings.Contains(accept, "application/json") {
+		if accept != "" && !strings.Contains(accept, "application/json") && !strings.Contains(accept, "*/*") {
+			web.WriteError(w, r, log, errs.Newf(errs.InvalidBody, "%s answers application/json; the request's Accept (%q) does not take it", mcpPath, accept))
+			return
+		}
+		r.Header.Set("Accept", "application/json, text/event-stream")
+	}
+	jw := &jsonErrorWriter{w: w}
+	h.ServeHTTP(jw, r)
+	jw.finish(r, log)
+}
+
+// jsonErrorWriter passes a JSON answer through and holds back a plain-text error answer, which
+// finish rewrites as the contract's JSON error.
+type jsonErrorWriter struct {
+	w       http.ResponseWriter
+	status  int
+	held    bool
+	text    bytes.Buffer
+	started bool
+}
+
+func (j *jsonErrorWriter) Header() http.Header { return j.w.Header() }
+
+func (j *jsonErrorWriter) WriteHeader(status int) {
+	if j.started || j.held {
+		return
+	}
+	if status >= 400 && !strings.HasPrefix(j.w.Header().Get("Content-Type"), "application/json") {
+		j.status, j.held = status, true
+		return
+	}
+	j.started = true
+	j.w.WriteHeader(status)
+}
+
+func (j *jsonErrorWriter) Write(b []byte) (int, error) {
+	if !j.started && !j.held {
+		j.WriteHeader(http.StatusOK)
+	}
+	if j.held {
+		return j.text.Write(b)
+	}
+	return j.w.Write(b)
+}
+
+// Flush lets the SDK flush a streamed answer (JSON answers are written whole).
+func (j *jsonErrorWriter) Flush() {
+	if f, ok := j.w.(http.Flusher); ok && j.started {
+		f.Flush()
+	}
+}
+
+func (j *jsonErrorWriter) finish(r *http.Request, log *slog.Logger) {
+	if !j.held {
+		return
+	}
+	msg := strings.TrimSpace(j.text.String())
+	if msg == "" {
+		msg = http.StatusText(j.status)
+	}
+	code := errs.InvalidBody
+	switch j.status {
+	case http.StatusMethodNotAllowed:
+		code = errs.MethodNotAllowed
+	case http.StatusRequestEntityTooLarge:
+		code = errs.PayloadTooLarge
+	case http.StatusNotFound:
+		code = errs.NotFound
+	case http.StatusUnauthorized, http.StatusForbidden:
+		code = errs.Unauthorized
+	default:
+		if j.status >= 500 {
+			web.WriteError(j.w, r, log, fmt.Errorf("mcp handler answered %d: %s", j.status, msg))
+			return
+		}
+	}
+	j.w.Header().Del("Content-Length")
+	web.WriteError(j.w, r, log, errs.Newf(code, "%s", msg))
+}
