@@ -68,6 +68,8 @@ var guardedCodes = []string{"unauthorized", "no_active_organization", "rate_limi
 // routeCodes are the codes each operation may answer besides guardedCodes (contract §2-§5 and
 // the operation's responses in the document).
 var routeCodes = map[string][]string{ //nolint:gochecknoglobals // error table
+	// MCP: a body that is not an MCP JSON-RPC message, or an Accept that does not take JSON.
+	"mcp":                    {"invalid_body"},
 	"listWorkflows":          {"invalid_query"},
 	"createWorkflow":         {"invalid_body", "workflow_name_taken"},
 	"getWorkflow":            {"not_found"},

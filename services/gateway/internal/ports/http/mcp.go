@@ -3,6 +3,7 @@ package http
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -18,6 +19,7 @@ import (
 	"svc.dev/libs/errs"
 	"svc.dev/libs/mcptools"
 	"svc.dev/libs/web"
+	"svc.dev/libs/wire"
 )
 
 // mcpPath is where the gateway serves the MCP tools over streamable HTTP (ARCHITECTURE §9).
@@ -145,7 +147,7 @@ func serveMCPWithJSONErrors(w http.ResponseWriter, r *http.Request, log *slog.Lo
 	}
 	if accept := r.Header.Get("Accept"); !strings.Contains(accept, "text/event-stream") || !strings.Contains(accept, "application/json") {
 		if accept != "" && !strings.Contains(accept, "application/json") && !strings.Contains(accept, "*/*") {
-			web.WriteError(w, r, log, errs.Newf(errs.InvalidBody, "%s answers application/json; the request's Accept (%q) does not take it", mcpPath, accept))
+			web.WriteError(w, r, log, web.InvalidBody(wire.Issue{Path: "", Message: fmt.Sprintf("%s answers application/json; the request's Accept (%q) does not take it", mcpPath, accept)}))
 			return
 		}
 		r.Header.Set("Accept", "application/json, text/event-stream")
@@ -155,8 +157,8 @@ func serveMCPWithJSONErrors(w http.ResponseWriter, r *http.Request, log *slog.Lo
 	jw.finish(r, log)
 }
 
-// jsonErrorWriter passes a JSON answer through and holds back a plain-text error answer, which
-// finish rewrites as the contract's JSON error.
+// jsonErrorWriter passes a success through and holds back an error answer, which finish
+// rewrites as the contract's JSON error (unless it is one already).
 type jsonErrorWriter struct {
 	w       http.ResponseWriter
 	status  int
@@ -171,7 +173,7 @@ func (j *jsonErrorWriter) WriteHeader(status int) {
 	if j.started || j.held {
 		return
 	}
-	if status >= 400 && !strings.HasPrefix(j.w.Header().Get("Content-Type"), "application/json") {
+	if status >= 400 {
 		j.status, j.held = status, true
 		return
 	}
@@ -201,6 +203,23 @@ func (j *jsonErrorWriter) finish(r *http.Request, log *slog.Logger) {
 		return
 	}
 	msg := strings.TrimSpace(j.text.String())
+	var body struct {
+		Error json.RawMessage `json:"error"`
+	}
+	if json.Unmarshal(j.text.Bytes(), &body) == nil && len(body.Error) > 0 {
+		var code string
+		if json.Unmarshal(body.Error, &code) == nil { // the contract's shape already
+			j.w.WriteHeader(j.status)
+			_, _ = j.w.Write(j.text.Bytes())
+			return
+		}
+		var rpc struct {
+			Message string `json:"message"`
+		}
+		if json.Unmarshal(body.Error, &rpc) == nil && rpc.Message != "" { // a JSON-RPC error
+			msg = rpc.Message
+		}
+	}
 	if msg == "" {
 		msg = http.StatusText(j.status)
 	}
@@ -221,5 +240,9 @@ func (j *jsonErrorWriter) finish(r *http.Request, log *slog.Logger) {
 		}
 	}
 	j.w.Header().Del("Content-Length")
+	if code == errs.InvalidBody {
+		web.WriteError(j.w, r, log, web.InvalidBody(wire.Issue{Path: "", Message: msg}))
+		return
+	}
 	web.WriteError(j.w, r, log, errs.Newf(code, "%s", msg))
 }
