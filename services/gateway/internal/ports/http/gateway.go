@@ -269,6 +269,13 @@ func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(w, r, g.log, err)
 		return
 	}
+	// The JSON boundary holds here as for every body a client sends (libs/wire CheckJSON).
+	body, _ := io.ReadAll(r.Body) // a bytes reader: cannot fail
+	if err := web.CheckJSON(body); err != nil && r.Method == http.MethodPost {
+		web.WriteError(w, r, g.log, err)
+		return
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
 	serveMCPWithJSONErrors(w, r, g.log, g.mcp)
 }
 
