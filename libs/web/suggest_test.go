@@ -20,8 +20,8 @@ func TestSuggestMember(t *testing.T) {
 		"params":          "input", // an alias
 		"Signal":          "name",
 		"idempotency_key": "idempotencyKey",
-		"nmae":            "name",
-		"hidden":          "", // unexported fields are not members
+		"nmae":            "name", //nolint:misspell // the misspelt member is the input under test
+		"hidden":          "",     // unexported fields are not members
 		"xyz":             "",
 	} {
 		require.Equal(t, want, suggestMember(&body{}, unknown), unknown)

@@ -25,6 +25,6 @@ func TestNearest(t *testing.T) {
 		require.Equal(t, want, wire.Nearest(name, members), name)
 	}
 	require.Empty(t, wire.Nearest("nose", []string{"note", "node"}), "two names as near: no guess")
-	require.Equal(t, 1, wire.Distance("name", "nmae"))
+	require.Equal(t, 1, wire.Distance("name", "nmae")) //nolint:misspell // a swap of neighbours, on purpose
 	require.Equal(t, 3, wire.Distance("kitten", "sitting"))
 }
