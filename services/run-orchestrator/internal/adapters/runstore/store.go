@@ -148,7 +148,7 @@ func (s *Store) after(runID string, o *run.Outcome) {
 // means the run cannot be read; l.run then holds only its identity and status.
 type UpdateFunc func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error)
 
-// update runs one transaction on run runID: lock, fn, writes, commit, then what follows the
+// Update runs one transaction on run runID: lock, fn, writes, commit, then what follows the
 // commit. With a job, the job must still hold the run (fenced off: fn is not called and
 // nothing is written), and the transaction takes two round trips to Postgres: BEGIN travels
 // with the lock and the reads, COMMIT with the writes (River's statements, and any fn runs
