@@ -385,6 +385,15 @@ func tenancyMatrix() map[string]tenancyEntry {
 		"GET /api/runs/{runId}/logs": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return foreign("", "GET", "/api/runs/%s/logs", f.runA, missingRun, nil, wantNotFound)
 		},
+		"GET /api/runs/{runId}/events": func(f *tenancyFixture, c caller) []tenancyProbe {
+			return append(foreign("", "GET", "/api/runs/%s/events", f.runA, missingRun, nil, wantNotFound),
+				tenancyProbe{name: "foreign-finished", method: "GET", path: "/api/runs/" + f.runA2 + "/events", want: wantNotFound})
+		},
+		"GET /api/runs/events": func(f *tenancyFixture, c caller) []tenancyProbe {
+			// The stream lasts until the client leaves: probed where it answers at once. The
+			// organization's stream names none of A's runs (events_test.go).
+			return []tenancyProbe{{name: "bad status", method: "GET", path: "/api/runs/events?status=nope", want: wantStatus(http.StatusBadRequest)}}
+		},
 		"POST /api/runs/{runId}/cancel": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return append(foreign("", "POST", "/api/runs/%s/cancel", f.runA, missingRun, nil, wantNotFound),
 				// A finished run: 404, not 409 run_finished (which would tell it exists).

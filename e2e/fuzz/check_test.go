@@ -82,6 +82,8 @@ var routeCodes = map[string][]string{ //nolint:gochecknoglobals // error table
 	"listRuns":               {"invalid_query", "not_found"},
 	"getRun":                 {"not_found", "invalid_query"},
 	"getRunLogs":             {"invalid_query", "not_found"},
+	"streamRunEvents":        {"invalid_query", "not_found"},
+	"streamRunsEvents":       {"invalid_query"},
 	"cancelRun":              {"not_found", "run_finished"},
 	"signalRun":              {"invalid_body", "not_found", "run_finished"},
 	"createSchedule":         {"invalid_body", "invalid_cron", "workflow_not_found"},

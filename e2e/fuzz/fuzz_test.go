@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"mime"
 	"net/http"
 	"net/url"
 	"os"
@@ -35,6 +36,7 @@ const (
 	workers         = 4    // concurrent senders in the mixed phase
 	maxFailures     = 200  // failures kept (each kind keeps its first ones); the run goes on
 	requestTimeout  = 30 * time.Second
+	streamRead      = 200 * time.Millisecond
 	testOrigin      = "http://fuzz.test"
 )
 
@@ -240,6 +242,17 @@ func (f *fuzzer) do(req *request) *result {
 	if err == nil {
 		res.Status = resp.StatusCode
 		res.Header = resp.Header
+		if ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); ct == "text/event-stream" && resp.StatusCode == http.StatusOK {
+			// An event stream lasts until its run ends (the organization's: until the client
+			// leaves): its start is what is checked, then the client leaves.
+			t := time.AfterFunc(streamRead, cancel)
+			res.Body, _ = io.ReadAll(io.LimitReader(resp.Body, maxRead))
+			t.Stop()
+			res.Size = int64(len(res.Body))
+			resp.Body.Close()
+			res.Took = time.Since(start)
+			return res
+		}
 		res.Body, res.Err = io.ReadAll(io.LimitReader(resp.Body, maxRead))
 		res.Size = int64(len(res.Body))
 		if res.Err == nil && res.Size == maxRead {

@@ -42,7 +42,10 @@ type Config struct {
 	// GuardCacheTTL is how long the guard may reuse an identity while identity's revocation
 	// epoch has not moved; 0 resolves every request.
 	GuardCacheTTL time.Duration
-	Base          boot.Config
+	// MaxStreams is how many run event streams one principal may hold open on one gateway
+	// (SVC_GATEWAY_MAX_STREAMS, 20); past it 429 rate_limited.
+	MaxStreams int
+	Base       boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -60,6 +63,7 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		},
 		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
 		GuardCacheTTL:      r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
+		MaxStreams:         r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
 		Base:               boot.ReadConfig(r, needs()),
 	}
 	return cfg, r.Err()
@@ -109,7 +113,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		guardResolver = app.NewCachingResolver(resolver, ratelimiter.NewRedisEpochReader(base.Redis, base.Keys),
 			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
 	}
-	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams)
+	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams)
 
 	// The gateway's own /ready: identity (the guard) is required. Redis is not: without it the
 	// gateway limits in process and keeps serving, so a Redis outage marks it degraded rather

@@ -19,6 +19,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
 	"svc.dev/services/run-orchestrator/internal/adapters/riverjobs"
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
+	"svc.dev/services/run-orchestrator/internal/adapters/runnotify"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/adapters/timers"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
@@ -47,6 +48,13 @@ type engine struct {
 	timers   *timers.Timers
 	replicas *replicas.Replicas
 	feed     *runevents.Feed
+	// hub wakes this replica's event streams: from the listener (every replica's commits,
+	// through NOTIFY) and directly from the notifier (this replica's).
+	hub      *runnotify.Hub
+	notifier *runnotify.Notifier
+	listener *runnotify.Listener
+	bgCancel context.CancelFunc
+	bgDone   sync.WaitGroup
 	replica  string
 	stopOnce sync.Once
 	stopErr  error
@@ -73,11 +81,23 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	}
 	tm := timers.New(pool, log)
 	feed := runevents.New()
-	store := runstore.New(pool, interp, queue, feed, tm, cfg.Replica, log)
+	hub := runnotify.NewHub()
+	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
+	store := runstore.New(pool, interp, queue, publishers{feed, notifier}, tm, cfg.Replica, log)
 	queue.Bind(store)
 	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
 		store.Sweep, log)
-	return &engine{Store: store, queue: queue, timers: tm, replicas: reps, feed: feed, replica: cfg.Replica}, nil
+	return &engine{Store: store, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
+		listener: runnotify.NewListener(pool, hub, log), replica: cfg.Replica}, nil
+}
+
+// publishers hands each commit's changes to every publisher, in order.
+type publishers []runstore.Publisher
+
+func (ps publishers) Publish(changes []run.Change) {
+	for _, p := range ps {
+		p.Publish(changes)
+	}
 }
 
 // start registers the replica (before it fetches any job, so its jobs are never taken for a
@@ -87,6 +107,11 @@ func (e *engine) start(ctx context.Context) error {
 	if err := e.replicas.Register(ctx); err != nil {
 		return err
 	}
+	bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.bgCancel = cancel
+	e.bgDone.Add(2)
+	go func() { defer e.bgDone.Done(); e.notifier.Run(bg) }()
+	go func() { defer e.bgDone.Done(); e.listener.Run(bg) }()
 	e.replicas.Start(ctx)
 	if err := e.queue.Start(ctx); err != nil {
 		return err
@@ -106,6 +131,10 @@ func (e *engine) stop(ctx context.Context) error {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		e.stopErr = errors.Join(err, e.replicas.Stop(dctx))
+		if e.bgCancel != nil {
+			e.bgCancel() // the notifier sends what the last steps committed, then ends
+			e.bgDone.Wait()
+		}
 	})
 	return e.stopErr
 }

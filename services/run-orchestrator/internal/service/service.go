@@ -49,7 +49,10 @@ type Config struct {
 	// 5s). SweepEvery (tests only; default Heartbeat) is how often each replica looks for dead
 	// replicas' work.
 	Heartbeat, DeadAfter, SweepEvery time.Duration
-	Base                             boot.Config
+	// Stream paces the event streams: SVC_ORCHESTRATOR_EVENTS_HEARTBEAT (15s) between
+	// heartbeat comments; Recheck (tests only; 5s) between re-reads without a notification.
+	Stream httpport.StreamConfig
+	Base   boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -62,6 +65,7 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		Workers:             r.Int("SVC_ORCHESTRATOR_WORKERS", 100, 1, 10000),
 		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", replicas.DefaultHeartbeat),
 		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
+		Stream:              httpport.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
 		Base:                boot.ReadConfig(r, needs()),
 	}
 	err := r.Err()
@@ -126,7 +130,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, app.NewStartRunsHandler(catalog, eng)),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(httpport.Handlers{Start: start, List: list, Runs: runs}, log),
+		API: httpport.NewRouter(httpport.Handlers{Start: start, List: list, Runs: runs,
+			Events: app.NewRunEvents(reader, eng.hub), Stream: cfg.Stream}, log),
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})

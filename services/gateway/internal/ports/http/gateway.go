@@ -40,6 +40,8 @@ type Gateway struct {
 	openAPI  http.Handler
 	// mcp serves mcpPath (mcp.go) behind the guard and the rate limit.
 	mcp http.Handler
+	// streams caps the event streams open per principal (streams.go).
+	streams streams
 }
 
 // NewGateway returns the gateway for the given peers; every peer of the routing table must be
@@ -52,7 +54,8 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 		panic("nil rate limiter")
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
-		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler()}
+		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler(),
+		streams: streams{max: DefaultMaxStreams, open: map[string]int{}}}
 	g.mcp = newMCPHandler(log, g)
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
@@ -122,6 +125,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.openAPI.ServeHTTP(w, r)
 		return
 	}
+	stream := ""
 	if !isOpen(g.routes, p) {
 		id, taken, ok := g.guard(w, r)
 		if !ok {
@@ -141,6 +145,9 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("Cookie")
 		r.Header.Del("X-Api-Key")
 		r = r.WithContext(internalauth.WithIdentity(r.Context(), id))
+		if isEventStream(r) {
+			stream = app.BucketKey(id)
+		}
 	}
 	rt, ok := match(g.routes, p)
 	if !ok {
@@ -153,6 +160,10 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := bufferBody(r, web.MaxBodyBytes); err != nil {
 		web.WriteError(w, r, g.log, err)
+		return
+	}
+	if stream != "" {
+		g.serveStream(w, r, stream, g.proxies[rt.Peer])
 		return
 	}
 	g.proxies[rt.Peer].ServeHTTP(w, r)

@@ -123,3 +123,58 @@ func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, li
 	}
 	return out, rows.Err()
 }
+
+// Snapshot reads the run id of org and its attempts whose latest change is after the
+// sequence after, in one repeatable-read transaction so the two agree (run.ErrNotFound for a
+// run that is not org's).
+func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (snap run.Snapshot, err error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	row := tx.QueryRow(ctx, `SELECT `+runColumns+`, r.change_seq`+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org)
+	snap.Run, err = scanRun(withExtra{row, &snap.ChangeSeq})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, run.ErrNotFound)
+	}
+	if err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	rows, err := tx.Query(ctx, `SELECT id, block_id, type, attempt, status, seq, coalesce(started_seq, 0), started_at, finished_at, retry_at,
+		error, coalesce(octet_length(output::text), 0)
+		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq`, id, after)
+	if err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			a                 run.AttemptChange
+			finished, retryAt *time.Time
+		)
+		if err := rows.Scan(&a.ID, &a.BlockID, &a.Type, &a.Attempt, &a.Status, &a.Seq, &a.StartedSeq, &a.StartedAt, &finished, &retryAt,
+			&a.Error, &a.OutputBytes); err != nil {
+			return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+		}
+		if finished != nil {
+			a.FinishedAt = *finished
+		}
+		if retryAt != nil {
+			a.RetryAt = *retryAt
+		}
+		snap.Attempts = append(snap.Attempts, a)
+	}
+	if err := rows.Err(); err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	return snap, nil
+}
+
+// withExtra scans the run's columns and then extra ones.
+type withExtra struct {
+	row   pgx.Row
+	extra any
+}
+
+func (w withExtra) Scan(dest ...any) error { return w.row.Scan(append(dest, w.extra)...) }

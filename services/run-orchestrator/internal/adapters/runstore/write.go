@@ -22,13 +22,19 @@ func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, err
 		if err != nil {
 			return 0, fmt.Errorf("attempt input: %w", err)
 		}
-		b.Queue(`INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_at)
-			VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, now())`,
+		b.Queue(`INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_seq, started_at)
+			VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $8, now())`,
 			st.ID, r.ID, st.Block.ID, st.Block.Type, st.Attempt, string(params), s.replica, st.Seq)
 	}
 	for _, a := range o.Ended {
-		b.Queue(`UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, finished_at = now() WHERE id = $1`,
-			a.ID, a.Status, jsonText(a.Output), jsonText(a.Error), a.Seq)
+		// A failed attempt that will be retried keeps the retry's time (the event stream's
+		// attempt.finished retry_at).
+		var retryAt *time.Time
+		if o.Retry != nil && o.Retry.Block == a.Block {
+			retryAt = &o.Retry.At
+		}
+		b.Queue(`UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, retry_at = $6, finished_at = now() WHERE id = $1`,
+			a.ID, a.Status, jsonText(a.Output), jsonText(a.Error), a.Seq, retryAt)
 	}
 	if len(o.Changed) == 0 && r.Status == l.status && r.Seq == l.seq && o.Finish == nil && len(o.Armed) == 0 &&
 		len(o.Released) == 0 && !o.ReleaseAll && o.Consume == nil {

@@ -74,3 +74,25 @@ type SignalResult struct {
 	Delivered  bool
 	WaitingFor []string
 }
+
+// Snapshot is a run and its attempts changed after a sequence, read in one transaction: what
+// the event stream derives its events from.
+type Snapshot struct {
+	Run       Record
+	ChangeSeq int64
+	Attempts  []AttemptChange
+}
+
+// AttemptChange is an attempt as the event stream reads it: StartedSeq is the change
+// sequence it started at (0: not recorded), Seq its latest; RetryAt is set on a failed
+// attempt that another attempt follows.
+type AttemptChange struct {
+	ID, BlockID, Type     string
+	Attempt               int
+	Status                string
+	Seq, StartedSeq       int64
+	StartedAt, FinishedAt time.Time
+	RetryAt               time.Time
+	Error                 json.RawMessage
+	OutputBytes           int
+}

@@ -23,11 +23,15 @@ type Handlers struct {
 	Start app.StartRunHandler
 	List  app.ListRunsHandler
 	Runs  app.Runs
+	// Events serves the event streams; Stream paces them.
+	Events app.RunEvents
+	Stream StreamConfig
 }
 
 type server struct {
-	h   Handlers
-	log *slog.Logger
+	h      Handlers
+	stream StreamConfig
+	log    *slog.Logger
 }
 
 // NewRouter returns the router of run-orchestrator's public routes (contract §3). Paths it does
@@ -36,13 +40,15 @@ func NewRouter(h Handlers, log *slog.Logger) *mux.Router {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := server{h: h, log: log}
+	s := server{h: h, stream: h.Stream, log: log}
 	rs := web.Responder{Log: log, Map: func(err error) *errs.Error { return toAppError(err) }}
 	r := web.NewRouter()
 	r.Handle("/api/workflows/{id}/run", rs.Wrap(s.startRun)).Methods(http.MethodPost)
 	r.Handle("/api/workflows/{id}/runs", rs.Wrap(s.listWorkflowRuns)).Methods(http.MethodGet)
 	r.Handle("/api/runs", rs.Wrap(s.listRuns)).Methods(http.MethodGet)
+	r.Handle("/api/runs/events", rs.Wrap(s.orgEvents)).Methods(http.MethodGet)
 	r.Handle("/api/runs/{runId}", rs.Wrap(s.getRun)).Methods(http.MethodGet)
+	r.Handle("/api/runs/{runId}/events", rs.Wrap(s.runEvents)).Methods(http.MethodGet)
 	r.Handle("/api/runs/{runId}/logs", rs.Wrap(s.logs)).Methods(http.MethodGet)
 	r.Handle("/api/runs/{runId}/cancel", rs.Wrap(s.cancel)).Methods(http.MethodPost)
 	r.Handle("/api/runs/{runId}/signals", rs.Wrap(s.signal)).Methods(http.MethodPost)

@@ -1,0 +1,163 @@
+package app
+
+// The run event stream (GET /api/runs/:id/events), derived from the database alone: the
+// attempts ordered by their change sequence and the run's row. Any replica derives the same
+// events from the same rows, so a client reconnecting with Last-Event-ID (to this replica or
+// another) resumes exactly; notifications only say when to read again.
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// Event kinds of the stream.
+const (
+	EventStatus          = "run.status"
+	EventAttemptStarted  = "attempt.started"
+	EventAttemptFinished = "attempt.finished"
+)
+
+// SnapshotReader reads a run and its attempts changed after a sequence, consistently.
+type SnapshotReader interface {
+	Snapshot(ctx context.Context, org, id string, after int64) (run.Snapshot, error)
+}
+
+// Waker says when a run or an organization's runs may have changed.
+type Waker interface {
+	// WatchRun's channel receives after each notified change of the run; stop ends it.
+	WatchRun(runID string) (wake <-chan struct{}, stop func())
+	// WatchOrg's channel receives the ids of the organization's runs that changed (it may
+	// drop ids when the reader is slow; the stream then re-reads).
+	WatchOrg(org string) (runs <-chan string, stop func())
+}
+
+// statusCodes number the statuses in a cursor (0: none sent yet).
+var statusCodes = map[run.Status]int{ //nolint:gochecknoglobals // a constant table
+	run.StatusQueued: 1, run.StatusRunning: 2, run.StatusWaiting: 3,
+	run.StatusCompleted: 4, run.StatusFailed: 5, run.StatusCancelled: 6,
+}
+
+// Cursor is where a run's stream stands: the change sequence of the last event sent and the
+// last status sent. An event's id is the cursor after it, "<seq>.<status code>": attempt
+// events have sequences of their own, and a status event at a sequence differs from the
+// previous event's status, so ids never repeat within a run.
+type Cursor struct {
+	Seq    int64
+	Status run.Status
+}
+
+// ErrBadEventID is a Last-Event-ID this stream never issued.
+var ErrBadEventID = errors.New("Last-Event-ID must be the id of an event of this stream")
+
+// ParseCursor reads an event id ("" is the start).
+func ParseCursor(id string) (Cursor, error) {
+	if id == "" {
+		return Cursor{}, nil
+	}
+	seqText, codeText, ok := strings.Cut(id, ".")
+	seq, err1 := strconv.ParseInt(seqText, 10, 64)
+	code, err2 := strconv.Atoi(codeText)
+	if !ok || err1 != nil || err2 != nil || seq < 0 || code < 0 || code > len(statusCodes) {
+		return Cursor{}, ErrBadEventID
+	}
+	c := Cursor{Seq: seq}
+	for st, n := range statusCodes {
+		if n == code {
+			c.Status = st
+		}
+	}
+	return c, nil
+}
+
+// ID is the cursor as an event id.
+func (c Cursor) ID() string {
+	return strconv.FormatInt(c.Seq, 10) + "." + strconv.Itoa(statusCodes[c.Status])
+}
+
+// Event is one event of a run's stream.
+type Event struct {
+	ID     string
+	Kind   string
+	RunID  string
+	Seq    int64
+	Status run.Status        // run.status
+	Run    *run.Record       // run.status: the run at the event
+	Try    run.AttemptChange // attempt events
+}
+
+// Events derives the events after cursor c from a snapshot read with after = c.Seq, and the
+// cursor after them: every attempt started after c (attempt.started at the sequence it started
+// at), every attempt finished after c (attempt.finished at its latest sequence), in sequence
+// order, then the run's status when it is not the last one sent. A status the run went
+// through and left before the read (a reconnect, or changes faster than reads) is not
+// replayed: the stream says where the run is, and every attempt on the way.
+func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
+	type at struct {
+		seq int64
+		ev  Event
+	}
+	var evs []at
+	for _, a := range snap.Attempts {
+		if a.StartedSeq > c.Seq || (a.StartedSeq == 0 && a.Status == "running") {
+			seq := a.StartedSeq
+			if seq == 0 {
+				seq = a.Seq
+			}
+			started := a
+			started.Status, started.FinishedAt, started.RetryAt, started.Error, started.OutputBytes = "running", time.Time{}, time.Time{}, nil, 0
+			evs = append(evs, at{seq, Event{Kind: EventAttemptStarted, Try: started}})
+		}
+		if a.Status != "running" && a.Seq > c.Seq {
+			evs = append(evs, at{a.Seq, Event{Kind: EventAttemptFinished, Try: a}})
+		}
+	}
+	slices.SortStableFunc(evs, func(x, y at) int { return int(x.seq - y.seq) })
+	out := make([]Event, 0, len(evs)+1)
+	for _, e := range evs {
+		c.Seq = e.seq
+		e.ev.Seq, e.ev.RunID, e.ev.ID = e.seq, snap.Run.ID, c.ID()
+		out = append(out, e.ev)
+	}
+	if snap.ChangeSeq > c.Seq {
+		c.Seq = snap.ChangeSeq
+	}
+	if snap.Run.Status != c.Status {
+		c.Status = snap.Run.Status
+		rec := snap.Run
+		out = append(out, Event{ID: c.ID(), Kind: EventStatus, RunID: rec.ID, Seq: c.Seq, Status: rec.Status, Run: &rec})
+	}
+	return out, c
+}
+
+// Final reports whether the cursor is past the run's last event.
+func (c Cursor) Final() bool { return c.Status.Terminal() }
+
+// RunEvents are the stream's reads: snapshots (a store that cannot be reached is an
+// *UnavailableError) and the wake-ups.
+type RunEvents struct {
+	reader SnapshotReader
+	waker  Waker
+}
+
+// NewRunEvents returns the stream's use cases over reader and waker.
+func NewRunEvents(reader SnapshotReader, waker Waker) RunEvents {
+	if reader == nil || waker == nil {
+		panic("nil reader or waker")
+	}
+	return RunEvents{reader: reader, waker: waker}
+}
+
+// Snapshot reads the run id of org and its attempts changed after the sequence after.
+func (e RunEvents) Snapshot(ctx context.Context, org, id string, after int64) (run.Snapshot, error) {
+	s, err := e.reader.Snapshot(ctx, org, id, after)
+	return s, storeError(err)
+}
+
+// Waker says when to read again.
+func (e RunEvents) Waker() Waker { return e.waker }

@@ -1,0 +1,257 @@
+package http
+
+// Server-Sent Events: GET /api/runs/:runId/events (one run, exact resume by Last-Event-ID) and
+// GET /api/runs/events (one organization's runs' statuses, for lists; best effort).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/gorilla/mux"
+
+	"svc.dev/libs/errs"
+	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// StreamConfig paces the streams: a heartbeat comment every Heartbeat (proxies and clients
+// keep an idle stream open), a re-read every Recheck even without a notification (one lost
+// while the listener reconnected delays an event at most that long).
+type StreamConfig struct {
+	Heartbeat, Recheck time.Duration
+}
+
+func (c StreamConfig) withDefaults() StreamConfig {
+	if c.Heartbeat <= 0 {
+		c.Heartbeat = 15 * time.Second
+	}
+	if c.Recheck <= 0 {
+		c.Recheck = 5 * time.Second
+	}
+	return c
+}
+
+// eventData is an event's JSON (README "Run events, streamed").
+type eventData struct {
+	RunID      string           `json:"runId"`
+	Seq        int64            `json:"seq"`
+	WorkflowID string           `json:"workflowId,omitempty"`
+	Status     string           `json:"status,omitempty"`
+	Waiting    *waitingResponse `json:"waiting,omitempty"`
+	Error      json.RawMessage  `json:"error,omitempty"`
+	At         *wire.Time       `json:"at,omitempty"`
+	// attempt events
+	AttemptID   string     `json:"attemptId,omitempty"`
+	BlockID     string     `json:"block_id,omitempty"`
+	Type        string     `json:"type,omitempty"`
+	Attempt     int        `json:"attempt,omitempty"`
+	StartedAt   *wire.Time `json:"startedAt,omitempty"`
+	FinishedAt  *wire.Time `json:"finishedAt,omitempty"`
+	DurationMS  *int64     `json:"durationMs,omitempty"`
+	OutputBytes *int       `json:"outputBytes,omitempty"`
+	RetryAt     *wire.Time `json:"retry_at,omitempty"`
+}
+
+func stamp(t time.Time) *wire.Time {
+	if t.IsZero() {
+		return nil
+	}
+	w := wire.NewTime(t)
+	return &w
+}
+
+// toEventData is the JSON of e.
+func toEventData(e app.Event) eventData {
+	if e.Kind == app.EventStatus {
+		return toStatusData(*e.Run, e.Seq)
+	}
+	a := e.Try
+	d := eventData{RunID: e.RunID, Seq: e.Seq, AttemptID: a.ID, BlockID: a.BlockID, Type: a.Type, Attempt: a.Attempt,
+		Status: a.Status, StartedAt: stamp(a.StartedAt)}
+	if e.Kind == app.EventAttemptFinished {
+		d.FinishedAt, d.RetryAt, d.Error = stamp(a.FinishedAt), stamp(a.RetryAt), a.Error
+		n := a.OutputBytes
+		d.OutputBytes = &n
+		if !a.FinishedAt.IsZero() {
+			ms := a.FinishedAt.Sub(a.StartedAt).Milliseconds()
+			d.DurationMS = &ms
+		}
+	}
+	return d
+}
+
+// toStatusData is a run.status event's JSON.
+func toStatusData(r run.Record, seq int64) eventData {
+	d := eventData{RunID: r.ID, Seq: seq, WorkflowID: r.WorkflowID, Status: string(r.Status), Error: r.Error,
+		Waiting: toRunResponse(r, false).Waiting, At: stamp(r.FinishedAt)}
+	return d
+}
+
+// sse writes events on a flushed response with no write deadline.
+type sse struct {
+	w  http.ResponseWriter
+	rc *http.ResponseController
+}
+
+func startSSE(w http.ResponseWriter) *sse {
+	rc := http.NewResponseController(w)
+	// The server's WriteTimeout would cut a long stream: this response has none.
+	_ = rc.SetWriteDeadline(time.Time{})
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	s := &sse{w: w, rc: rc}
+	_ = s.flush()
+	return s
+}
+
+func (s *sse) flush() error { return s.rc.Flush() }
+
+func (s *sse) event(id, kind string, data any) error {
+	b, err := json.Marshal(data)
+	if err != nil {
+		return err
+	}
+	if id != "" {
+		if _, err := fmt.Fprintf(s.w, "id: %s\n", id); err != nil {
+			return err
+		}
+	}
+	if _, err := fmt.Fprintf(s.w, "event: %s\ndata: %s\n\n", kind, b); err != nil {
+		return err
+	}
+	return nil
+}
+
+func (s *sse) comment(text string) error {
+	if _, err := fmt.Fprintf(s.w, ": %s\n\n", text); err != nil {
+		return err
+	}
+	return s.flush()
+}
+
+// runEvents streams one run's events from Last-Event-ID (header, or ?lastEventId= for
+// clients that cannot set it) until the run's final status.
+func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
+	id := mux.Vars(r)["runId"]
+	if !wire.ValidID(wire.Run, id) {
+		return run.ErrNotFound
+	}
+	last := r.Header.Get("Last-Event-ID")
+	if last == "" {
+		last = r.URL.Query().Get("lastEventId")
+	}
+	cur, err := app.ParseCursor(last)
+	if err != nil {
+		// Another organization's run answers 404 whatever else is wrong (existence is not told).
+		if _, gerr := s.h.Runs.Reader().Get(r.Context(), org(r), id); gerr != nil {
+			return gerr
+		}
+		return errs.Newf(errs.InvalidQuery, "%s", err.Error())
+	}
+	ev := s.h.Events
+	// Watch before the first read, so a change committed between the read and the wait wakes it.
+	wake, stop := ev.Waker().WatchRun(id)
+	defer stop()
+	snap, err := ev.Snapshot(r.Context(), org(r), id, cur.Seq)
+	if err != nil {
+		return err
+	}
+	out := startSSE(w)
+	cfg := s.stream.withDefaults()
+	heartbeat, recheck := time.NewTicker(cfg.Heartbeat), time.NewTicker(cfg.Recheck)
+	defer heartbeat.Stop()
+	defer recheck.Stop()
+	for {
+		var events []app.Event
+		events, cur = app.Events(snap, cur)
+		for _, e := range events {
+			if err := out.event(e.ID, e.Kind, toEventData(e)); err != nil {
+				return nil //nolint:nilerr // the client went away
+			}
+		}
+		if len(events) > 0 {
+			if out.flush() != nil {
+				return nil
+			}
+		}
+		if cur.Final() {
+			return nil // the run's final event is sent: the stream ends
+		}
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-heartbeat.C:
+			if out.comment("heartbeat") != nil {
+				return nil
+			}
+			continue
+		case <-wake:
+		case <-recheck.C:
+		}
+		snap, err = ev.Snapshot(r.Context(), org(r), id, cur.Seq)
+		if err != nil {
+			if r.Context().Err() == nil {
+				s.log.WarnContext(r.Context(), "run events: read failed; the client resumes by Last-Event-ID", "run", id, "err", err)
+			}
+			return nil // headers are sent: end the stream, the client reconnects
+		}
+	}
+}
+
+// orgEvents streams run.status events of the organization's runs as they change, filtered by
+// workflowId and status. Best effort: no ids, no resume (a list reloads, then follows).
+func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	workflowID, status := q.Get("workflowId"), run.Status(q.Get("status"))
+	if status != "" && !status.Valid() {
+		return errs.Newf(errs.InvalidQuery, "status must be one of queued, running, waiting, completed, failed, cancelled")
+	}
+	if len(workflowID) > 200 {
+		return errs.Newf(errs.InvalidQuery, "workflowId must be at most 200 characters")
+	}
+	o := org(r)
+	ev := s.h.Events
+	changed, stop := ev.Waker().WatchOrg(o)
+	defer stop()
+	out := startSSE(w)
+	cfg := s.stream.withDefaults()
+	heartbeat := time.NewTicker(cfg.Heartbeat)
+	defer heartbeat.Stop()
+	sent := map[string]run.Status{}
+	for {
+		select {
+		case <-r.Context().Done():
+			return nil
+		case <-heartbeat.C:
+			if out.comment("heartbeat") != nil {
+				return nil
+			}
+		case id := <-changed:
+			rec, err := s.h.Runs.Reader().Get(r.Context(), o, id)
+			if err != nil {
+				if errors.Is(err, run.ErrNotFound) || errors.Is(err, context.Canceled) {
+					continue
+				}
+				return nil // headers are sent: end the stream, the client reconnects
+			}
+			if sent[id] == rec.Status || (workflowID != "" && rec.WorkflowID != workflowID) || (status != "" && rec.Status != status) {
+				continue
+			}
+			sent[id] = rec.Status
+			if rec.Status.Terminal() {
+				delete(sent, id) // a terminal status never changes again
+			}
+			if out.event("", app.EventStatus, toStatusData(rec, 0)) != nil || out.flush() != nil {
+				return nil
+			}
+		}
+	}
+}
