@@ -78,8 +78,10 @@ func (a *app) runCommand() *cobra.Command {
 		Use:   "run <workflow-id> [--input JSON] [--follow]",
 		Short: "Start a run of a workflow, optionally following it to its end",
 		Long: `Starts a run of the workflow with the given input (inline JSON, @file, or @- for
-stdin). With --follow, prints every step attempt as it changes until the run ends; the exit
-code is then 0 only if the run completed.`,
+stdin). With --follow, follows the run's event stream until the run ends: attempts, retries
+and when they run, what the run waits for (polling an API without the stream); JSON lines
+when piped. The exit code is then 0 only if the run completed (1 if it failed or was
+cancelled).`,
 		Example: `  svc run wf_123
   svc run wf_123 --input '{"n": 5}' --follow
   svc run wf_123 --input @input.json --idempotency-key nightly-2026-11-22`,
@@ -235,9 +237,9 @@ func (a *app) runsLogsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "logs <run-id> [--follow]",
 		Short: "Print a run's step attempts; --follow until the run ends",
-		Long: `Prints every step attempt of the run. With --follow, keeps printing attempts as they
-change (an attempt shows again when it goes from running to succeeded or failed) until the
-run ends; the exit code is then 0 only if the run completed.`,
+		Long: `Prints every step attempt of the run. With --follow, follows the run's event stream
+until the run ends, as 'svc run --follow' does; the exit code is then 0 only if the run
+completed (1 if it failed or was cancelled).`,
 		Args: args("run-id"),
 		RunE: a.run(func(cmd *cobra.Command, argv []string) error {
 			c, key, err := a.domain(cmd)
@@ -275,13 +277,16 @@ run ends; the exit code is then 0 only if the run completed.`,
 	return cmd
 }
 
-// follow prints the run's attempts as they change until the run ends, then the run (JSON:
-// one object per line, attempts then the run). It reads the status before draining the logs,
-// so every attempt written before the run ended is printed before follow stops. A run that
-// did not complete is an *ExitError.
-func (a *app) follow(ctx context.Context, c *api.Client, key, runID string) error {
+// poll is follow against an API without the event stream: it prints the run's attempts as
+// they change until the run ends, then the run (JSON: one object per line, attempts then the
+// run), and the run's status (through rd, as a run.status event) each time it or what the run
+// waits for changes. It reads the status before draining the logs, so every attempt written
+// before the run ended is printed before poll stops. A run that did not complete is an
+// *ExitError.
+func (a *app) poll(ctx context.Context, c *api.Client, key, runID string, rd *eventRenderer) error {
 	cursor := ""
 	interval := followMinInterval
+	lastStatus := ""
 	for {
 		raw, err := c.GetRun(ctx, key, runID, false)
 		if err != nil {
@@ -292,6 +297,16 @@ func (a *app) follow(ctx context.Context, c *api.Client, key, runID string) erro
 			return err
 		}
 		changed := false
+		status := map[string]any{"runId": r.RunID, "status": r.Status}
+		if r.Waiting != nil {
+			status["waiting"] = r.Waiting
+		}
+		if st, err := json.Marshal(status); err == nil && !r.terminal() && string(st) != lastStatus {
+			lastStatus, changed = string(st), true
+			if _, err := rd.render(api.Event{Kind: "run.status", Data: st}); err != nil {
+				return err
+			}
+		}
 		for {
 			p, err := c.Logs(ctx, key, runID, cursor, logsPageLimit)
 			if err != nil {
