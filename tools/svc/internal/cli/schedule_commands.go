@@ -126,26 +126,7 @@ func (a *app) schedulesCreateCommand() *cobra.Command {
 }
 
 func (a *app) schedulesDeleteCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete <schedule-id>",
-		Aliases: []string{"rm"},
-		Short:   "Delete a schedule",
-		Args:    args("schedule-id"),
-		RunE: a.run(func(cmd *cobra.Command, argv []string) error {
-			c, key, err := a.domain(cmd)
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteSchedule(cmd.Context(), key, argv[0]); err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), map[string]any{"id": argv[0], "deleted": true})
-			}
-			fmt.Fprintf(a.out(), "Deleted schedule %s.\n", argv[0])
-			return nil
-		}),
-	}
+	return a.deleteCommand("schedule", "Delete a schedule", (*api.Client).DeleteSchedule)
 }
 
 func (a *app) completionCommand(root *cobra.Command) *cobra.Command {

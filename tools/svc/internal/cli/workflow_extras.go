@@ -72,26 +72,7 @@ func applyCreatedOps(ctx context.Context, c *api.Client, key string, created, op
 }
 
 func (a *app) workflowsDeleteCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:     "delete <workflow-id>",
-		Aliases: []string{"rm"},
-		Short:   "Delete a workflow (runs in flight are unaffected)",
-		Args:    args("workflow-id"),
-		RunE: a.run(func(cmd *cobra.Command, argv []string) error {
-			c, key, err := a.domain(cmd)
-			if err != nil {
-				return err
-			}
-			if err := c.DeleteWorkflow(cmd.Context(), key, argv[0]); err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), map[string]any{"id": argv[0], "deleted": true})
-			}
-			fmt.Fprintf(a.out(), "Deleted workflow %s.\n", argv[0])
-			return nil
-		}),
-	}
+	return a.deleteCommand("workflow", "Delete a workflow (runs in flight are unaffected)", (*api.Client).DeleteWorkflow)
 }
 
 // connectorView is the part of a catalog entry the table shows (contract §2).
