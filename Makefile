@@ -51,6 +51,10 @@ chaos: ## chaos suite, full length (SVC_CHAOS_DURATION, default 10m); a 60-90 s 
 soak: ## soak: steady mixed load, resource growth sampled every 30 s (SVC_SOAK_DURATION, default 30m)
 	SVC_SOAK_DURATION=$${SVC_SOAK_DURATION:-30m} $(GOTESTSUM) -- -count=1 -timeout 120m -v -run 'TestSoak' svc.dev/e2e/chaos
 
+.PHONY: console
+console: ## rebuild the web console (services/gateway/console) into its committed dist/
+	cd services/gateway/console && npm ci --no-audit --no-fund && npm run build
+
 .PHONY: svc
 svc: ## build the svc command-line client into bin/svc
 	go build -ldflags "-X svc.dev/libs/buildinfo.version=$(VERSION)" -o bin/svc ./tools/svc

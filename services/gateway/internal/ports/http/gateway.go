@@ -19,6 +19,7 @@ import (
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/telemetry"
 	"svc.dev/libs/web"
+	"svc.dev/services/gateway/console"
 	"svc.dev/services/gateway/internal/app"
 )
 
@@ -42,6 +43,10 @@ type Gateway struct {
 	mcp http.Handler
 	// streams caps the event streams open per principal (streams.go).
 	streams streams
+	// console serves the web console's pages and assets (GET and HEAD of "/", its client
+	// routes and /assets/*), open like /health: the pages hold no data, the API they call is
+	// guarded as for any client.
+	console *console.Handler
 }
 
 // NewGateway returns the gateway for the given peers; every peer of the routing table must be
@@ -55,7 +60,7 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
 		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler(),
-		streams: streams{max: DefaultMaxStreams, open: map[string]int{}}}
+		streams: streams{max: DefaultMaxStreams, open: map[string]int{}}, console: console.New()}
 	g.mcp = newMCPHandler(log, g)
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
@@ -123,6 +128,11 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p == openAPIPath {
 		g.openAPI.ServeHTTP(w, r)
+		return
+	}
+	if g.console.Owns(r.Method, p) {
+		r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, "/"))
+		g.console.ServeHTTP(w, r)
 		return
 	}
 	stream := ""

@@ -343,7 +343,9 @@ func TestGateway(t *testing.T) {
 			{"KnownConnectors", http.MethodGet, "/api/connectors"},
 			{"UnknownAPI", http.MethodGet, "/api/nope"},
 			{"UnknownRoot", http.MethodGet, "/nope"},
-			{"Root", http.MethodGet, "/"},
+			{"RootPost", http.MethodPost, "/"}, // GET / is the console's page (ConsoleIsOpen)
+			{"ConsoleLookalike", http.MethodGet, "/runsx"},
+			{"ConsoleRouteWrite", http.MethodPost, "/runs"},
 			{"AuthWithoutSlash", http.MethodGet, "/api/auth"},
 			{"AuthLookalike", http.MethodPost, "/api/authx/sign-in/email"},
 			{"WebhooksLookalike", http.MethodPost, "/api/webhooksx/acme"},
@@ -451,7 +453,7 @@ func TestGateway(t *testing.T) {
 
 	t.Run("UnknownRouteWithCredentials", func(t *testing.T) {
 		t.Parallel()
-		for _, path := range []string{"/api/nope", "/nope", "/", "/api", "/api/admin", "/api/admin/tick/x", "/api/runs/", "/api/workflows/", "/ready"} {
+		for _, path := range []string{"/api/nope", "/nope", "/api", "/api/admin", "/api/admin/tick/x", "/api/runs/", "/api/workflows/", "/ready"} {
 			t.Run(strings.ReplaceAll(path, "/", "_"), func(t *testing.T) {
 				t.Parallel()
 				b := setup(t)
@@ -461,6 +463,19 @@ func TestGateway(t *testing.T) {
 				require.Len(t, b.resolver.Calls(), 1, "the guard ran before routing")
 				b.requireNoHits(t)
 			})
+		}
+	})
+
+	t.Run("ConsoleIsOpen", func(t *testing.T) {
+		t.Parallel()
+		for _, path := range []string{"/", "/runs", "/runs/run_1", "/workflows/wf_1", "/signin"} {
+			b := setup(t)
+			resp := b.do(t, http.MethodGet, path, nil)
+			require.Equal(t, http.StatusOK, resp.status, path)
+			require.Equal(t, "text/html; charset=utf-8", resp.header.Get("Content-Type"), path)
+			require.Contains(t, string(resp.body), `<div id="app">`, path)
+			require.Empty(t, b.resolver.Calls(), "the console's pages need no credentials")
+			b.requireNoHits(t)
 		}
 	})
 

@@ -1,0 +1,119 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/e2e/harness"
+)
+
+// consoleDir holds package.json and package-lock.json pinning playwright-core, and the script
+// (console.mjs) that drives the web console with it.
+const consoleDir = "console"
+
+// TestConsole drives the web console the gateway serves at / in a real browser (Debian's
+// chromium, headless, through playwright-core): sign up, a workflow created through the API
+// and opened (its graph), a run started from the page whose attempts appear without a reload
+// (the run's event stream), the signal it waits for sent from the page, the run completed; a
+// second run cancelled from the page; an API key created and revoked. The screenshots of the
+// workflow graph and the run page go to docs/.
+func TestConsole(t *testing.T) {
+	t.Parallel()
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		t.Skip("chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
+	}
+	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
+	sys := harness.Start(t, harness.Options{TrustGateway: true})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	// An ES module resolves its imports from where it lies (NODE_PATH is not read): the script
+	// runs from a directory beside the installed packages.
+	src, err := os.ReadFile(filepath.Join(consoleDir, "console.mjs"))
+	require.NoError(t, err)
+	work := t.TempDir()
+	script := filepath.Join(work, "console.mjs")
+	require.NoError(t, os.WriteFile(script, src, 0o644))
+	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
+	shots, err := filepath.Abs(filepath.Join("..", "docs"))
+	require.NoError(t, err)
+	cmd := exec.CommandContext(ctx, "node", script)
+	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser,
+		"SHOTS="+shots, "EMAIL=console-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com")
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	require.NoError(t, err, "console.mjs:\n%s", out.String())
+	require.Contains(t, out.String(), "\nok\n", out.String())
+
+	// The key revoked on the page is refused at once.
+	m := regexp.MustCompile(`revoked: (svc_\w+)`).FindStringSubmatch(out.String())
+	require.NotNil(t, m, out.String())
+	req, err := http.NewRequest(http.MethodGet, sys.BaseURL+"/api/workflows", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Api-Key", m[1])
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	for _, f := range []string{"console-graph.png", "console-run.png"} {
+		st, err := os.Stat(filepath.Join(shots, f))
+		require.NoError(t, err)
+		require.Positive(t, st.Size())
+	}
+}
+
+// installNodePackage installs a pinned package directory (package.json + package-lock.json)
+// once into a cache directory named after its lock file ($SVC_E2E_CACHE, else the user cache
+// directory) and returns its node_modules. Skipped, saying why, only when npm cannot install it.
+func installNodePackage(t *testing.T, dir, name, probe string) string {
+	t.Helper()
+	lock, err := os.ReadFile(filepath.Join(dir, "package-lock.json"))
+	require.NoError(t, err)
+	manifest, err := os.ReadFile(filepath.Join(dir, "package.json"))
+	require.NoError(t, err)
+	sum := sha256.Sum256(append(append([]byte{}, manifest...), lock...))
+	root := os.Getenv("SVC_E2E_CACHE")
+	if root == "" {
+		base, err := os.UserCacheDir()
+		require.NoError(t, err)
+		root = filepath.Join(base, "svc-e2e")
+	}
+	target := filepath.Join(root, name+"-"+hex.EncodeToString(sum[:6]))
+	modules := filepath.Join(target, "node_modules")
+	if _, err := os.Stat(filepath.Join(modules, probe, "package.json")); err == nil {
+		return modules
+	}
+	npm, err := exec.LookPath("npm")
+	if err != nil {
+		t.Skip("npm is not on PATH: install Node.js and npm to run this test")
+	}
+	if _, err := exec.LookPath("node"); err != nil {
+		t.Skip("node is not on PATH: install Node.js to run this test")
+	}
+	require.NoError(t, os.MkdirAll(target, 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(target, "package.json"), manifest, 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(target, "package-lock.json"), lock, 0o644))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
+	cmd.Dir = target
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(modules)
+		t.Skipf("npm could not install %s/package-lock.json into %s (%v):\n%s", dir, target, err, out)
+	}
+	return modules
+}

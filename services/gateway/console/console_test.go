@@ -1,0 +1,99 @@
+package console
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// sourceHash is scripts/stamp.mjs's hash of the console's sources.
+func sourceHash(t *testing.T) string {
+	t.Helper()
+	files := []string{"index.html", "package.json", "package-lock.json", "tsconfig.json", "vite.config.ts"}
+	require.NoError(t, filepath.WalkDir("src", func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			files = append(files, filepath.ToSlash(p))
+		}
+		return err
+	}))
+	sort.Strings(files)
+	h := sha256.New()
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		require.NoError(t, err)
+		h.Write([]byte(f + "\x00"))
+		h.Write(b)
+		h.Write([]byte{0})
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// TestDistIsFresh fails when the committed build is not the build of the committed sources.
+func TestDistIsFresh(t *testing.T) {
+	stamp, err := fs.ReadFile(dist, "dist/SOURCE_HASH")
+	require.NoError(t, err)
+	require.Equal(t, sourceHash(t), strings.TrimSpace(string(stamp)),
+		"services/gateway/console/dist is stale: run `make console` and commit dist/")
+}
+
+func TestServe(t *testing.T) {
+	h := New()
+	entries, err := fs.ReadDir(h.files, "assets")
+	require.NoError(t, err)
+	var js, css string
+	for _, e := range entries {
+		switch filepath.Ext(e.Name()) {
+		case ".js":
+			js = "/assets/" + e.Name()
+		case ".css":
+			css = "/assets/" + e.Name()
+		}
+	}
+	require.NotEmpty(t, js)
+	require.NotEmpty(t, css)
+
+	for _, tc := range []struct {
+		method, path string
+		owns         bool
+	}{
+		{"GET", "/", true}, {"HEAD", "/", true}, {"GET", "/runs", true}, {"GET", "/runs/run_1", true},
+		{"GET", "/workflows/wf_1", true}, {"GET", "/signin", true}, {"GET", "/keys", true}, {"GET", js, true},
+		{"POST", "/", false}, {"GET", "/nope", false}, {"GET", "/ready", false}, {"GET", "/assets/nope.js", false},
+		{"GET", "/assets/", false}, {"GET", "/api/runs", false}, {"GET", "/health", false}, {"DELETE", "/runs", false},
+	} {
+		require.Equal(t, tc.owns, h.Owns(tc.method, tc.path), "%s %s", tc.method, tc.path)
+	}
+
+	get := func(p string, hdr ...string) *httptest.ResponseRecorder {
+		req := httptest.NewRequest(http.MethodGet, p, nil)
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, req)
+		return rec
+	}
+	for _, p := range []string{"/", "/runs/run_1"} {
+		rec := get(p)
+		require.Equal(t, http.StatusOK, rec.Code)
+		require.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
+		require.Equal(t, "no-cache", rec.Header().Get("Cache-Control"))
+		require.Contains(t, rec.Body.String(), `<div id="app">`)
+		require.Contains(t, rec.Body.String(), js)
+		require.Equal(t, http.StatusNotModified, get(p, "If-None-Match", rec.Header().Get("ETag")).Code)
+	}
+	rec := get(js)
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Equal(t, "text/javascript; charset=utf-8", rec.Header().Get("Content-Type"))
+	require.Contains(t, rec.Header().Get("Cache-Control"), "immutable")
+	require.Equal(t, "text/css; charset=utf-8", get(css).Header().Get("Content-Type"))
+}

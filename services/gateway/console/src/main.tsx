@@ -1,0 +1,457 @@
+import { render } from "preact";
+import { useEffect, useRef, useState } from "preact/hooks";
+import { APIError, all, call, get, post, finished, type Attempt, type Run, type Workflow } from "./api";
+import { Graph } from "./graph";
+import "./style.css";
+
+// --- routing: the History API; the gateway answers every console path with index.html.
+const navigate = (to: string) => {
+  history.pushState(null, "", to);
+  dispatchEvent(new PopStateEvent("popstate"));
+};
+function usePath() {
+  const [path, setPath] = useState(location.pathname + location.search);
+  useEffect(() => {
+    const on = () => setPath(location.pathname + location.search);
+    addEventListener("popstate", on);
+    return () => removeEventListener("popstate", on);
+  }, []);
+  return path;
+}
+const A = ({ href, children, ...rest }: any) => (
+  <a href={href} onClick={(e: MouseEvent) => { if (!e.ctrlKey && !e.metaKey) { e.preventDefault(); navigate(href); } }} {...rest}>{children}</a>
+);
+
+const ErrorBox = ({ err }: { err: unknown }) =>
+  err ? (
+    <p class="error" role="alert">
+      {err instanceof APIError ? <><code>{err.code}</code> {err.message !== err.code ? err.message : ""}</> : String(err)}
+    </p>
+  ) : null;
+
+const Json = ({ v }: { v: unknown }) => <pre class="json">{v === undefined ? "—" : JSON.stringify(v, null, 2)}</pre>;
+const when = (t?: string | null) => (t ? new Date(t).toLocaleString() : "—");
+const Status = ({ s }: { s: string }) => <span class={`status s-${s}`} data-status={s}>{s}</span>;
+
+// useLoad runs a loader and keeps its result, its error, and a reload.
+function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
+  const [state, setState] = useState<{ data?: T; err?: unknown; loading: boolean }>({ loading: true });
+  const [n, setN] = useState(0);
+  useEffect(() => {
+    let live = true;
+    load().then((data) => live && setState({ data, loading: false }), (err) => live && setState({ err, loading: false }));
+    return () => { live = false; };
+  }, [...deps, n]);
+  return { ...state, reload: () => setN((x) => x + 1) };
+}
+
+// useEvents opens an SSE stream and calls on() for each named event.
+function useEvents(url: string | null, names: string[], on: (name: string, data: any) => void) {
+  const latest = useRef(on);
+  latest.current = on;
+  useEffect(() => {
+    if (!url) return;
+    const es = new EventSource(url);
+    for (const n of names) es.addEventListener(n, ((e: MessageEvent) => latest.current(n, JSON.parse(e.data))) as EventListener);
+    return () => es.close();
+  }, [url]);
+}
+
+// --- auth
+function SignIn({ up, onDone }: { up: boolean; onDone: () => void }) {
+  const [err, setErr] = useState<unknown>();
+  const submit = async (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.target as HTMLFormElement);
+    setErr(undefined);
+    try {
+      const body: any = { email: f.get("email"), password: f.get("password") };
+      if (up) body.name = f.get("name") || undefined;
+      await post(up ? "/api/auth/sign-up/email" : "/api/auth/sign-in/email", body);
+      onDone();
+    } catch (x) {
+      setErr(x);
+    }
+  };
+  return (
+    <main class="auth">
+      <h1>svc</h1>
+      <form onSubmit={submit}>
+        <h2>{up ? "Create an account" : "Sign in"}</h2>
+        {up && <label>Name <input name="name" autocomplete="name" /></label>}
+        <label>Email <input name="email" type="email" required autocomplete="email" /></label>
+        <label>Password <input name="password" type="password" required minLength={8} autocomplete={up ? "new-password" : "current-password"} /></label>
+        <ErrorBox err={err} />
+        <button type="submit">{up ? "Sign up" : "Sign in"}</button>
+        <p>{up ? <>Have an account? <A href="/signin">Sign in</A></> : <>New here? <A href="/signup">Create an account</A></>}</p>
+      </form>
+    </main>
+  );
+}
+
+function Shell({ session, onSignOut, children }: any) {
+  const orgs = useLoad(() => get<any[]>("/api/auth/organization/list"), []);
+  const [err, setErr] = useState<unknown>();
+  const active = session?.session?.activeOrganizationId;
+  const switchOrg = async (id: string) => {
+    try {
+      await post("/api/auth/organization/set-active", { organizationId: id });
+      location.reload();
+    } catch (x) { setErr(x); }
+  };
+  return (
+    <div class="shell">
+      <nav>
+        <strong>svc</strong>
+        <A href="/workflows">Workflows</A>
+        <A href="/runs">Runs</A>
+        <A href="/schedules">Schedules</A>
+        <A href="/keys">API keys</A>
+        <span class="grow" />
+        <select aria-label="Organization" value={active ?? ""} onChange={(e) => switchOrg((e.target as HTMLSelectElement).value)}>
+          {!active && <option value="">(no organization)</option>}
+          {(orgs.data || []).map((o) => <option value={o.id} key={o.id}>{o.name}</option>)}
+        </select>
+        <span class="who">{session?.user?.email}</span>
+        <button class="link" onClick={async () => { try { await post("/api/auth/sign-out"); } finally { onSignOut(); } }}>Sign out</button>
+      </nav>
+      <ErrorBox err={err || orgs.err} />
+      <main>{children}</main>
+    </div>
+  );
+}
+
+// --- workflows
+function Workflows() {
+  const wfs = useLoad(() => all<Workflow>("/api/workflows"), []);
+  const [q, setQ] = useState("");
+  const shown = (wfs.data || []).filter((w) => !q || w.name.toLowerCase().includes(q.toLowerCase()) || w.id.includes(q));
+  return (
+    <section>
+      <h1>Workflows</h1>
+      <input type="search" placeholder="Search by name or id" value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
+      <ErrorBox err={wfs.err} />
+      {wfs.data && wfs.data.length === 0 && <p class="empty">No workflows yet. Create one with <code>svc workflows create</code> or <code>POST /api/workflows</code>, then open it here.</p>}
+      {wfs.data && wfs.data.length > 0 && shown.length === 0 && <p class="empty">No workflow matches “{q}”.</p>}
+      <table>
+        <tbody>
+          {shown.map((w) => (
+            <tr key={w.id}><td><A href={`/workflows/${w.id}`}>{w.name}</A></td><td><code>{w.id}</code></td><td>v{w.version}</td><td>{when(w.updatedAt)}</td></tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+function WorkflowPage({ id }: { id: string }) {
+  const wf = useLoad(() => get<Workflow>(`/api/workflows/${id}`), [id]);
+  const [err, setErr] = useState<unknown>();
+  const [input, setInput] = useState("{}");
+  const start = async () => {
+    setErr(undefined);
+    try {
+      const r = await post<{ runId: string }>(`/api/workflows/${id}/run`, { input: JSON.parse(input || "{}") });
+      navigate(`/runs/${r.runId}`);
+    } catch (x) { setErr(x); }
+  };
+  if (wf.err) return <ErrorBox err={wf.err} />;
+  if (!wf.data) return <p>Loading…</p>;
+  const w = wf.data, verrs = w.validation_errors || [];
+  return (
+    <section>
+      <h1>{w.name} <small>v{w.version} · <code>{w.id}</code></small></h1>
+      {w.description && <p>{w.description}</p>}
+      <div class="card">
+        <Graph def={w.definition || { blocks: [], edges: [] }} errors={verrs} />
+      </div>
+      {verrs.length > 0 && (
+        <div class="card">
+          <h2>Validation errors</h2>
+          <ul class="verrs">{verrs.map((e, i) => <li key={i}><code>{e.code}</code> {e.block_id && <b>{e.block_id}</b>}: {e.message}</li>)}</ul>
+        </div>
+      )}
+      <div class="card">
+        <h2>Start a run</h2>
+        <textarea aria-label="Run input" rows={3} value={input} onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)} />
+        <button onClick={start} disabled={verrs.length > 0}>Start run</button> <A href={`/runs?workflowId=${w.id}`}>Runs of this workflow</A>
+        <ErrorBox err={err} />
+      </div>
+      <details><summary>JSON</summary><Json v={w} /></details>
+    </section>
+  );
+}
+
+// --- runs
+const STATUSES = ["queued", "running", "waiting", "completed", "failed", "cancelled"];
+
+function Runs({ query }: { query: URLSearchParams }) {
+  const workflowId = query.get("workflowId") || "", status = query.get("status") || "";
+  const qs = new URLSearchParams();
+  if (workflowId) qs.set("workflowId", workflowId);
+  if (status) qs.set("status", status);
+  const runs = useLoad(() => all<Run>(`/api/runs?${qs}`), [qs.toString()]);
+  const wfs = useLoad(() => all<Workflow>("/api/workflows"), []);
+  const [live, setLive] = useState<Record<string, string>>({});
+  useEvents(`/api/runs/events?${qs}`, ["run.status"], (_, d) => {
+    setLive((m) => ({ ...m, [d.runId]: d.status }));
+    if (!(runs.data || []).some((r) => r.runId === d.runId)) runs.reload();
+  });
+  const setFilter = (k: string, v: string) => {
+    const n = new URLSearchParams(qs);
+    v ? n.set(k, v) : n.delete(k);
+    navigate(`/runs${n.toString() ? "?" + n : ""}`);
+  };
+  const names = new Map((wfs.data || []).map((w) => [w.id, w.name]));
+  return (
+    <section>
+      <h1>Runs</h1>
+      <div class="filters">
+        <select aria-label="Status" value={status} onChange={(e) => setFilter("status", (e.target as HTMLSelectElement).value)}>
+          <option value="">any status</option>
+          {STATUSES.map((s) => <option key={s}>{s}</option>)}
+        </select>
+        <select aria-label="Workflow" value={workflowId} onChange={(e) => setFilter("workflowId", (e.target as HTMLSelectElement).value)}>
+          <option value="">any workflow</option>
+          {(wfs.data || []).map((w) => <option key={w.id} value={w.id}>{w.name}</option>)}
+        </select>
+      </div>
+      <ErrorBox err={runs.err} />
+      {runs.data && runs.data.length === 0 && <p class="empty">No runs{status || workflowId ? " match these filters" : " yet"}. Open a workflow and press “Start run”, or use <code>svc run</code>.</p>}
+      <table>
+        <tbody>
+          {(runs.data || []).map((r) => (
+            <tr key={r.runId} data-run={r.runId}>
+              <td><A href={`/runs/${r.runId}`}><code>{r.runId}</code></A></td>
+              <td>{names.get(r.workflowId) || r.workflowId}</td>
+              <td><Status s={live[r.runId] || r.status} /></td>
+              <td>{when(r.createdAt)}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+function Timeline({ run, attempts, now }: { run: Run; attempts: Attempt[]; now: number }) {
+  const t0 = Date.parse(run.startedAt || run.createdAt);
+  const end = (a: Attempt) => (a.finishedAt ? Date.parse(a.finishedAt) : now);
+  const t1 = Math.max(t0 + 1, ...attempts.map(end), run.finishedAt ? Date.parse(run.finishedAt) : now);
+  const span = t1 - t0;
+  const blocks = [...new Set(attempts.map((a) => a.block_id))];
+  if (attempts.length === 0) return <p class="empty">No attempts yet: the run is {run.status}.</p>;
+  return (
+    <div class="timeline" data-testid="timeline">
+      {blocks.map((b) => (
+        <div class="lane" key={b}>
+          <span class="lane-name">{b}</span>
+          <div class="lane-track">
+            {attempts.filter((a) => a.block_id === b).map((a) => {
+              const s = Date.parse(a.startedAt), left = ((s - t0) / span) * 100, width = Math.max(0.6, ((end(a) - s) / span) * 100);
+              const wait = a.type === "wait" && a.status === "running";
+              return (
+                <a href={`#${a.id}`} key={a.id} class={`bar b-${a.status}${a.type === "wait" ? " wait" : ""}`} data-attempt={a.id} data-status={a.status}
+                  style={{ left: `${left}%`, width: `${width}%` }} title={`${a.block_id} #${a.attempt} ${a.status} ${a.durationMs ?? "…"} ms`}>
+                  {wait ? "waiting" : `#${a.attempt}`}
+                </a>
+              );
+            })}
+          </div>
+        </div>
+      ))}
+      <div class="axis"><span>0</span><span>{span} ms</span></div>
+    </div>
+  );
+}
+
+function RunPage({ id }: { id: string }) {
+  const [run, setRun] = useState<Run>();
+  const [attempts, setAttempts] = useState<Attempt[]>([]);
+  const [err, setErr] = useState<unknown>();
+  const [actErr, setActErr] = useState<unknown>();
+  const [note, setNote] = useState("");
+  const [now, setNow] = useState(Date.now());
+  const [signal, setSignal] = useState("");
+  const [payload, setPayload] = useState("");
+  const load = async () => {
+    try {
+      const [r, logs] = await Promise.all([get<Run>(`/api/runs/${id}?include=workflow`), all<Attempt>(`/api/runs/${id}/logs`)]);
+      setRun(r);
+      setAttempts(logs.sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt)));
+      setNow(Date.now());
+      if (r.waiting?.kind === "signal" && r.waiting.signal) setSignal((s) => s || r.waiting!.signal!);
+    } catch (x) { setErr(x); }
+  };
+  useEffect(() => { load(); }, [id]);
+  // The run's stream updates the page at once from each event's data; the run and its attempts
+  // (inputs, outputs) are re-read at most once a second after events, and at the run's end, so
+  // a busy run does not spend the principal's rate limit.
+  const pending = useRef<number | null>(null);
+  const refresh = (now: boolean) => {
+    if (now) { if (pending.current) clearTimeout(pending.current); pending.current = null; load(); return; }
+    if (pending.current) return;
+    pending.current = window.setTimeout(() => { pending.current = null; load(); }, 1000);
+  };
+  useEffect(() => () => { if (pending.current) clearTimeout(pending.current); }, [id]);
+  useEvents(`/api/runs/${id}/events`, ["run.status", "attempt.started", "attempt.finished"], (name, d) => {
+    setNow(Date.now());
+    if (name === "run.status") {
+      setRun((r) => r && { ...r, status: d.status, waiting: d.waiting ?? null, error: d.error ?? r.error });
+      refresh(finished(d.status));
+      return;
+    }
+    setAttempts((as) => {
+      const a: Attempt = { id: d.attemptId, block_id: d.block_id, type: d.type, attempt: d.attempt, status: d.status,
+        startedAt: d.startedAt, finishedAt: d.finishedAt ?? null, durationMs: d.durationMs ?? null, input: undefined, output: undefined, error: d.error ?? null };
+      const old = as.find((x) => x.id === a.id);
+      const merged = old ? { ...old, ...a, input: old.input, output: old.output } : a;
+      return [...as.filter((x) => x.id !== a.id), merged].sort((x, y) => Date.parse(x.startedAt) - Date.parse(y.startedAt));
+    });
+    refresh(false);
+  });
+  if (err) return <ErrorBox err={err} />;
+  if (!run) return <p>Loading…</p>;
+  const cancel = async () => {
+    if (!confirm(`Cancel run ${id}? Its running attempt is stopped and nothing else starts.`)) return;
+    setActErr(undefined);
+    try { await post(`/api/runs/${id}/cancel`); setNote("Cancelled."); load(); } catch (x) { setActErr(x); }
+  };
+  const send = async (e: Event) => {
+    e.preventDefault();
+    let body: any = { name: signal };
+    setActErr(undefined);
+    try {
+      if (payload.trim()) body.payload = JSON.parse(payload);
+      if (!confirm(`Send signal “${signal}” to run ${id}?`)) return;
+      const r = await post<any>(`/api/runs/${id}/signals`, body);
+      setNote(r.delivered ? `Signal “${signal}” delivered.` : r.message || `Signal “${signal}” stored: no wait took it yet.`);
+    } catch (x) { setActErr(x); }
+  };
+  return (
+    <section>
+      <h1>Run <code>{run.runId}</code> <Status s={run.status} /></h1>
+      <p>Workflow <A href={`/workflows/${run.workflowId}`}>{run.workflowId}</A> v{run.workflowVersion} · created {when(run.createdAt)} · finished {when(run.finishedAt)}</p>
+      {run.waiting && (
+        <p class="waiting" data-testid="waiting">
+          Waiting at <b>{run.waiting.block_id}</b> for {run.waiting.kind === "signal" ? <>signal <code>{run.waiting.signal}</code>{run.waiting.until && <> until {when(run.waiting.until)}</>}</> : <>a sleep until {when(run.waiting.until)}</>}
+        </p>
+      )}
+      {run.error && <p class="error">Failed at <b>{run.error.block_id}</b>: {run.error.message}</p>}
+      <div class="actions">
+        <button onClick={cancel} disabled={finished(run.status)}>Cancel run</button>
+        <form class="signal" onSubmit={send}>
+          <input aria-label="Signal name" placeholder="signal name" value={signal} onInput={(e) => setSignal((e.target as HTMLInputElement).value)} required />
+          <input aria-label="Signal payload" placeholder='payload (JSON, optional)' value={payload} onInput={(e) => setPayload((e.target as HTMLInputElement).value)} />
+          <button type="submit" disabled={finished(run.status)}>Send signal</button>
+        </form>
+      </div>
+      {note && <p class="note" role="status">{note}</p>}
+      <ErrorBox err={actErr} />
+      <h2>Attempts</h2>
+      <Timeline run={run} attempts={attempts} now={now} />
+      <table class="attempts">
+        <thead><tr><th>block</th><th>#</th><th>status</th><th>started</th><th>ms</th><th></th></tr></thead>
+        <tbody>
+          {attempts.map((a) => (
+            <tr key={a.id} id={a.id} class={`a-${a.status}`}>
+              <td>{a.block_id} <small>{a.type}</small></td><td>{a.attempt}</td><td><Status s={a.status} /></td><td>{when(a.startedAt)}</td><td>{a.durationMs ?? "…"}</td>
+              <td><details><summary>input / output / error</summary><b>input</b><Json v={a.input} /><b>output</b><Json v={a.output} />{a.error && <><b>error</b><Json v={a.error} /></>}</details></td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+      <div class="two">
+        <div><h2>Input</h2><Json v={run.input} /></div>
+        <div><h2>Output</h2><Json v={run.output} /></div>
+      </div>
+      {run.workflow && <details><summary>Pinned definition (v{run.workflow.version})</summary><Graph def={run.workflow.definition} errors={[]} /><Json v={run.workflow.definition} /></details>}
+    </section>
+  );
+}
+
+// --- schedules
+function Schedules() {
+  const s = useLoad(() => all<any>("/api/schedules"), []);
+  const [err, setErr] = useState<unknown>();
+  const toggle = async (x: any) => {
+    setErr(undefined);
+    try { await call("PATCH", `/api/schedules/${x.id}`, { enabled: !x.enabled }); s.reload(); } catch (e) { setErr(e); }
+  };
+  return (
+    <section>
+      <h1>Schedules</h1>
+      <ErrorBox err={s.err || err} />
+      {s.data && s.data.length === 0 && <p class="empty">No schedules. Create one with <code>svc schedules create</code> or <code>POST /api/schedules {"{workflowId, cron}"}</code>.</p>}
+      <table>
+        <tbody>
+          {(s.data || []).map((x) => (
+            <tr key={x.id}><td><code>{x.cron}</code> {x.timezone}</td><td><A href={`/workflows/${x.workflowId}`}>{x.workflowId}</A></td>
+              <td>{x.enabled ? `next ${when(x.nextFireAt)}` : "disabled"}</td><td>last {when(x.lastFiredAt)}</td>
+              <td><button onClick={() => toggle(x)}>{x.enabled ? "Disable" : "Enable"}</button></td></tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+// --- API keys
+function Keys() {
+  const keys = useLoad(() => get<any>("/api/auth/api-key/list"), []);
+  const [raw, setRaw] = useState("");
+  const [err, setErr] = useState<unknown>();
+  const create = async (e: Event) => {
+    e.preventDefault();
+    const f = new FormData(e.target as HTMLFormElement);
+    setErr(undefined);
+    try { const k = await post<any>("/api/auth/api-key/create", { name: f.get("name") }); setRaw(k.key); keys.reload(); } catch (x) { setErr(x); }
+  };
+  const revoke = async (k: any) => {
+    if (!confirm(`Revoke key “${k.name}” (${k.start}…)? Requests with it fail at once.`)) return;
+    setErr(undefined);
+    try { await post("/api/auth/api-key/delete", { keyId: k.id }); keys.reload(); } catch (x) { setErr(x); }
+  };
+  const list: any[] = keys.data?.apiKeys || [];
+  return (
+    <section>
+      <h1>API keys</h1>
+      <form class="inline" onSubmit={create}><input name="name" aria-label="Key name" placeholder="key name" required /><button type="submit">Create key</button></form>
+      {raw && <p class="note" data-testid="raw-key">Copy it now, it is shown only once: <code>{raw}</code> <button class="link" onClick={() => setRaw("")}>Done</button></p>}
+      <ErrorBox err={keys.err || err} />
+      {keys.data && list.length === 0 && <p class="empty">No API keys. Create one above for the CLI (<code>svc login --api-key</code>) or your scripts.</p>}
+      <table>
+        <tbody>
+          {list.map((k) => (
+            <tr key={k.id} data-key={k.id}><td>{k.name}</td><td><code>{k.start}…</code></td><td>created {when(k.createdAt)}</td><td>last used {when(k.lastRequest)}</td>
+              <td><button onClick={() => revoke(k)}>Revoke</button></td></tr>
+          ))}
+        </tbody>
+      </table>
+    </section>
+  );
+}
+
+// --- the app
+function App() {
+  const path = usePath();
+  const session = useLoad(() => get<any>("/api/auth/get-session"), []);
+  const [u, qs] = path.split("?");
+  const query = new URLSearchParams(qs || "");
+  if (session.loading) return <p>Loading…</p>;
+  if (!session.data) {
+    const up = u === "/signup";
+    return <SignIn up={up} onDone={() => { if (u === "/signin" || up) navigate("/workflows"); session.reload(); }} />;
+  }
+  const seg = u.split("/").filter(Boolean);
+  let page;
+  if (seg[0] === "workflows" && seg[1]) page = <WorkflowPage id={seg[1]} />;
+  else if (seg[0] === "runs" && seg[1]) page = <RunPage id={seg[1]} />;
+  else if (seg[0] === "runs") page = <Runs query={query} />;
+  else if (seg[0] === "schedules") page = <Schedules />;
+  else if (seg[0] === "keys") page = <Keys />;
+  else page = <Workflows />;
+  return <Shell session={session.data} onSignOut={() => { navigate("/signin"); session.reload(); }}>{page}</Shell>;
+}
+
+render(<App />, document.getElementById("app")!);
