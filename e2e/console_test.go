@@ -26,8 +26,8 @@ const consoleDir = "console"
 // chromium, headless, through playwright-core): sign up, a workflow created through the API
 // and opened (its graph), a run started from the page whose attempts appear without a reload
 // (the run's event stream), the signal it waits for sent from the page, the run completed; a
-// second run cancelled from the page; an API key created and revoked. The screenshots of the
-// workflow graph and the run page go to docs/.
+// second run cancelled from the page; an API key created and revoked. It takes screenshots of
+// the workflow graph and the run page (docs/ holds the last ones kept, see below).
 func TestConsole(t *testing.T) {
 	t.Parallel()
 	browser, err := exec.LookPath("chromium")
@@ -47,8 +47,13 @@ func TestConsole(t *testing.T) {
 	script := filepath.Join(work, "console.mjs")
 	require.NoError(t, os.WriteFile(script, src, 0o644))
 	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
-	shots, err := filepath.Abs(filepath.Join("..", "docs"))
-	require.NoError(t, err)
+	// The screenshots go to a temporary directory, so a test run leaves the tree as it was;
+	// SVC_CONSOLE_SCREENSHOTS=docs (or any directory) keeps them, to refresh docs/ by hand.
+	shots := t.TempDir()
+	if dir := os.Getenv("SVC_CONSOLE_SCREENSHOTS"); dir != "" {
+		shots, err = filepath.Abs(filepath.Join("..", dir))
+		require.NoError(t, err)
+	}
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser,
 		"SHOTS="+shots, "EMAIL=console-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com")
