@@ -18,7 +18,7 @@ func TestScenarioNamesUnique(t *testing.T) {
 		require.False(t, seen[name], "scenario %s listed twice", name)
 		seen[name] = true
 	}
-	for _, name := range []string{"run-start-max", "chain-40-10ms", "chain-400", "step-rate", "first-attempt", "closed-loop-16", "sleep-lateness", "signal-resume", "waiting-rss"} {
+	for _, name := range []string{"run-start-max", "chain-40-10ms", "chain-400", "step-rate", "first-attempt", "closed-loop-16", "sleep-lateness", "signal-resume", "waiting-rss", "webhook-delivery", "event-latency"} {
 		require.True(t, seen[name], "%s is in allScenarios", name)
 	}
 }

@@ -34,6 +34,7 @@ func allScenarios() []Scenario {
 		signalResume{},
 		waitingRSS{},
 		webhookDelivery{},
+		eventLatency{},
 	}
 }
 

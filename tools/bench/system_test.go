@@ -115,6 +115,7 @@ func TestSystem(t *testing.T) {
 		require.Equal(t, "warn", env["SVC_LOG_LEVEL"])
 		require.Equal(t, "http://bench.test", env["SVC_TRUSTED_ORIGINS"], "the scenarios sign up with this Origin")
 		require.Equal(t, "1000000", env["SVC_RATE_LIMIT_PER_MINUTE"], "no bucket empties during a run")
+		require.Equal(t, "100000", env["SVC_GATEWAY_MAX_STREAMS"], "event-latency holds a stream per run")
 		require.Empty(t, env["SVC_IDENTITY_URL"], "a make-run peer URL must not leak in")
 
 		require.NoError(t, sys.stop(30*time.Second))
