@@ -3,10 +3,7 @@ package e2e
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -116,44 +113,9 @@ func mcpResultText(t *testing.T, res map[string]any) string {
 	return strings.Join(parts, "\n")
 }
 
-// installInspector installs the pinned MCP Inspector once into a cache directory named after
-// its lock file ($SVC_E2E_CACHE, else the user cache directory) and returns its executable.
-// The test is skipped, saying why, only when npm cannot install it.
+// installInspector installs the pinned MCP Inspector (e2e/mcpinspector) once, as every npm
+// tool of these tests is (installNodePackage), and returns its executable.
 func installInspector(t *testing.T) string {
 	t.Helper()
-	lock, err := os.ReadFile(filepath.Join(inspectorDir, "package-lock.json"))
-	require.NoError(t, err)
-	manifest, err := os.ReadFile(filepath.Join(inspectorDir, "package.json"))
-	require.NoError(t, err)
-	sum := sha256.Sum256(append(append([]byte{}, manifest...), lock...))
-	root := os.Getenv("SVC_E2E_CACHE")
-	if root == "" {
-		base, err := os.UserCacheDir()
-		require.NoError(t, err)
-		root = filepath.Join(base, "svc-e2e")
-	}
-	dir := filepath.Join(root, "mcp-inspector-"+hex.EncodeToString(sum[:6]))
-	bin := filepath.Join(dir, "node_modules", ".bin", "mcp-inspector")
-	if _, err := os.Stat(filepath.Join(dir, "node_modules", ".package-lock.json")); err == nil {
-		return bin
-	}
-	npm, err := exec.LookPath("npm")
-	if err != nil {
-		t.Skip("npm is not on PATH: the MCP Inspector (a third-party MCP client from npm) cannot be installed; install Node.js and npm to run this test")
-	}
-	if _, err := exec.LookPath("node"); err != nil {
-		t.Skip("node is not on PATH: the MCP Inspector cannot run; install Node.js to run this test")
-	}
-	require.NoError(t, os.MkdirAll(dir, 0o755))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "package.json"), manifest, 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "package-lock.json"), lock, 0o644))
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, npm, "ci", "--no-audit", "--no-fund", "--loglevel=error")
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(filepath.Join(dir, "node_modules"))
-		t.Skipf("npm could not install the MCP Inspector from %s/package-lock.json into %s (%v):\n%s", inspectorDir, dir, err, out)
-	}
-	return bin
+	return filepath.Join(installNodePackage(t, inspectorDir, "mcp-inspector", "@modelcontextprotocol/inspector"), ".bin", "mcp-inspector")
 }
