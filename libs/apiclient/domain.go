@@ -169,8 +169,19 @@ func (c *Client) ListRuns(ctx context.Context, key, workflowID, status string) (
 // ListRunsPage reads one page of runs after cursor ("" from the start), optionally of one
 // workflow or in one status; limit 0 is the API's default.
 func (c *Client) ListRunsPage(ctx context.Context, key, workflowID, status, after string, limit int) (*Page, error) {
+	return c.page(ctx, key, "/api/runs", map[string]string{"workflowId": workflowID, "status": status, "after": after}, limit)
+}
+
+// Logs reads one page of a run's step attempts after cursor ("" from the start).
+func (c *Client) Logs(ctx context.Context, key, runID, after string, limit int) (*Page, error) {
+	return c.page(ctx, key, join("/api/runs/", runID, "/logs"), map[string]string{"after": after}, limit)
+}
+
+// page reads one page of a list: the query members that are set, and limit when positive
+// (0 is the API's default).
+func (c *Client) page(ctx context.Context, key, path string, query map[string]string, limit int) (*Page, error) {
 	q := url.Values{}
-	for k, v := range map[string]string{"workflowId": workflowID, "status": status, "after": after} {
+	for k, v := range query {
 		if v != "" {
 			q.Set(k, v)
 		}
@@ -178,27 +189,7 @@ func (c *Client) ListRunsPage(ctx context.Context, key, workflowID, status, afte
 	if limit > 0 {
 		q.Set("limit", strconv.Itoa(limit))
 	}
-	raw, err := c.get(ctx, key, "/api/runs", q)
-	if err != nil {
-		return nil, err
-	}
-	var p Page
-	if err := json.Unmarshal(raw, &p); err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
-
-// Logs reads one page of a run's step attempts after cursor ("" from the start).
-func (c *Client) Logs(ctx context.Context, key, runID, after string, limit int) (*Page, error) {
-	q := url.Values{}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit > 0 {
-		q.Set("limit", strconv.Itoa(limit))
-	}
-	raw, err := c.get(ctx, key, join("/api/runs/", runID, "/logs"), q)
+	raw, err := c.get(ctx, key, path, q)
 	if err != nil {
 		return nil, err
 	}
