@@ -79,15 +79,21 @@ func (a *app) follow(ctx context.Context, c *api.Client, key, runID string) erro
 		}
 		pause = min(pause*2, reconnectMaxPause)
 	}
-	raw, err := c.GetRun(ctx, key, runID, false)
+	raw, r, err := readRun(ctx, c, key, runID)
 	if err != nil {
 		return err
 	}
-	var r runView
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return err
-	}
 	return a.finish(raw, r)
+}
+
+// readRun reads a run, as the API sends it and as the CLI reads it.
+func readRun(ctx context.Context, c *api.Client, key, runID string) (json.RawMessage, runView, error) {
+	var r runView
+	raw, err := c.GetRun(ctx, key, runID, false)
+	if err != nil {
+		return nil, r, err
+	}
+	return raw, r, json.Unmarshal(raw, &r)
 }
 
 func isTransport(err error) bool {

@@ -288,12 +288,8 @@ func (a *app) poll(ctx context.Context, c *api.Client, key, runID string, rd *ev
 	interval := followMinInterval
 	lastStatus := ""
 	for {
-		raw, err := c.GetRun(ctx, key, runID, false)
+		raw, r, err := readRun(ctx, c, key, runID)
 		if err != nil {
-			return err
-		}
-		var r runView
-		if err := json.Unmarshal(raw, &r); err != nil {
 			return err
 		}
 		changed := false
