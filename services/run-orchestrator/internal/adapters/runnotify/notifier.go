@@ -53,8 +53,11 @@ func (n *Notifier) Publish(changes []run.Change) {
 	}
 	n.mu.Unlock()
 	if n.local != nil {
-		for _, c := range changes {
-			n.local.Wake(c.OrganizationID, c.RunID)
+		// Once per run of the commit (its changes are mostly of one run), not once per change.
+		for i, c := range changes {
+			if i == 0 || c.RunID != changes[i-1].RunID {
+				n.local.Wake(c.OrganizationID, c.RunID)
+			}
 		}
 	}
 	select {
