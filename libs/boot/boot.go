@@ -204,12 +204,43 @@ func (b *Base) Handler(routes Routes) http.Handler {
 
 // Serve listens on addr and serves h until ctx is done, then drains.
 func (b *Base) Serve(ctx context.Context, addr string, h http.Handler) error {
-	srv, err := web.Listen(addr, h, b.Log, b.drain)
-	if err != nil {
-		return err
+	return b.ServeAll(ctx, Surface{Addr: addr, Handler: h})
+}
+
+// Surface is one address a process serves and its handler.
+type Surface struct {
+	Addr    string
+	Handler http.Handler
+}
+
+// ServeAll binds every surface, in order, before it serves any, so a probe that reaches one
+// (the gateway's admin /health) knows the others accept connections too. It serves until ctx
+// is done or one server fails, then stops and drains them all.
+func (b *Base) ServeAll(ctx context.Context, surfaces ...Surface) error {
+	servers := make([]*web.Server, 0, len(surfaces))
+	for _, s := range surfaces {
+		srv, err := web.Listen(s.Addr, s.Handler, b.Log, b.drain)
+		if err != nil {
+			for _, bound := range servers {
+				bound.Close()
+			}
+			return err
+		}
+		servers = append(servers, srv)
 	}
-	b.Log.InfoContext(ctx, "listening", "addr", srv.Addr(), "version", buildinfo.Version())
-	return srv.Serve(ctx)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	errc := make(chan error, len(servers))
+	for _, srv := range servers {
+		b.Log.InfoContext(ctx, "listening", "addr", srv.Addr(), "version", buildinfo.Version())
+		go func() { errc <- srv.Serve(ctx) }()
+	}
+	errs := make([]error, 0, len(servers))
+	for range servers {
+		errs = append(errs, <-errc)
+		cancel()
+	}
+	return errors.Join(errs...)
 }
 
 // Close releases pools and flushes spans.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -131,4 +132,67 @@ func TestBase(t *testing.T) {
 		_, err := boot.Start(context.Background(), boot.Config{InternalSecret: "short"}, boot.Spec{Name: "x"}, slog.New(slog.DiscardHandler))
 		require.ErrorContains(t, err, "SVC_INTERNAL_SECRET")
 	})
+}
+
+// TestServeAll: every surface is bound before any serves, so the first to answer vouches for
+// the rest; one address that cannot be bound frees those already bound and serves nothing.
+func TestServeAll(t *testing.T) {
+	t.Parallel()
+	base, err := boot.Start(context.Background(), boot.Config{InternalSecret: secret, Drain: time.Second},
+		boot.Spec{Name: "test"}, slog.New(slog.DiscardHandler))
+	require.NoError(t, err)
+	t.Cleanup(base.Close)
+	hello := func(word string) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, word) })
+	}
+
+	t.Run("BoundBeforeServed", func(t *testing.T) {
+		t.Parallel()
+		public, admin := freeAddr(t), freeAddr(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() {
+			done <- base.ServeAll(ctx, boot.Surface{Addr: public, Handler: hello("public")}, boot.Surface{Addr: admin, Handler: hello("admin")})
+		}()
+		// Poll the last surface; the moment it answers, the first must answer too, without retry.
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + admin + "/")
+			if err != nil {
+				return false
+			}
+			_ = resp.Body.Close()
+			return true
+		}, 10*time.Second, 5*time.Millisecond)
+		resp, err := http.Get("http://" + public + "/")
+		require.NoError(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, "public", string(body))
+		cancel()
+		require.NoError(t, <-done)
+	})
+
+	t.Run("OneAddressTaken", func(t *testing.T) {
+		t.Parallel()
+		taken := httptest.NewServer(hello("other"))
+		t.Cleanup(taken.Close)
+		free := freeAddr(t)
+		err := base.ServeAll(context.Background(), boot.Surface{Addr: free, Handler: hello("first")},
+			boot.Surface{Addr: strings.TrimPrefix(taken.URL, "http://"), Handler: hello("second")})
+		require.Error(t, err)
+		// The first address was released: it can be bound again.
+		ln, err := net.Listen("tcp", free)
+		require.NoError(t, err)
+		_ = ln.Close()
+	})
+}
+
+// freeAddr is an address nothing listens on a moment ago (the kernel's pick, released).
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	return addr
 }

@@ -43,6 +43,9 @@ func Listen(addr string, h http.Handler, log *slog.Logger, drain time.Duration) 
 // Addr is the address actually listened on.
 func (s *Server) Addr() string { return s.listener.Addr().String() }
 
+// Close releases the listener of a server that never served.
+func (s *Server) Close() { _ = s.listener.Close() }
+
 // Serve serves until ctx is done, then stops accepting and waits up to the drain time for
 // in-flight requests before closing what is left.
 func (s *Server) Serve(ctx context.Context) error {

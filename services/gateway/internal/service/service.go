@@ -4,7 +4,6 @@ package service
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -138,17 +137,11 @@ func (a *Application) Handler() http.Handler { return a.handler }
 // AdminHandler serves /health and /ready, for tests that serve it themselves.
 func (a *Application) AdminHandler() http.Handler { return a.admin }
 
-// Run serves the public and the admin surface until ctx is done, then drains both. If either
-// server fails, both stop.
+// Run serves the public and the admin surface until ctx is done, then drains both. The public
+// address is bound before the admin one, so /health answering means the public surface is up.
+// If either server fails, both stop.
 func (a *Application) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	errc := make(chan error, 2)
-	go func() { errc <- a.base.Serve(ctx, a.adminAddr, a.admin) }()
-	go func() { errc <- a.base.Serve(ctx, a.addr, a.handler) }()
-	first := <-errc
-	cancel()
-	return errors.Join(first, <-errc)
+	return a.base.ServeAll(ctx, boot.Surface{Addr: a.addr, Handler: a.handler}, boot.Surface{Addr: a.adminAddr, Handler: a.admin})
 }
 
 // Close releases the stores.
