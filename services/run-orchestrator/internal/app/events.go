@@ -1,11 +1,12 @@
 package app
 
 // The run event stream (GET /api/runs/:id/events), derived from the database alone: the
-// attempts ordered by their change sequence and the run's row. Any replica derives the same
+// attempts and the run's status log, ordered by their change sequence, and the run's row. Any replica derives the same
 // events from the same rows, so a client reconnecting with Last-Event-ID (to this replica or
 // another) resumes exactly; notifications only say when to read again.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"slices"
@@ -92,17 +93,21 @@ type Event struct {
 }
 
 // Events derives the events after cursor c from a snapshot read with after = c.Seq, and the
-// cursor after them: every attempt started after c (attempt.started at the sequence it started
-// at), every attempt finished after c (attempt.finished at its latest sequence), in sequence
-// order, then the run's status when it is not the last one sent. A status the run went
-// through and left before the read (a reconnect, or changes faster than reads) is not
-// replayed: the stream says where the run is, and every attempt on the way.
+// cursor after them, in sequence order: the run's queued status at sequence 0 (every run
+// starts there) when nothing was sent yet; every attempt started after c (attempt.started at
+// the sequence it started at); every attempt finished after c (attempt.finished at its latest
+// sequence); every status of the run's status log after c, each with what the run waited for
+// then. At one sequence (only a run migrated in flight has a status there) attempts come
+// first. A run whose status is not in its log (none should be) gets its present status last.
 func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 	type at struct {
 		seq int64
 		ev  Event
 	}
 	var evs []at
+	if c.Status == "" {
+		evs = append(evs, at{0, Event{Kind: EventStatus, Status: run.StatusQueued}})
+	}
 	for _, a := range snap.Attempts {
 		if a.StartedSeq > c.Seq || (a.StartedSeq == 0 && a.Status == "running") {
 			seq := a.StartedSeq
@@ -117,10 +122,26 @@ func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 			evs = append(evs, at{a.Seq, Event{Kind: EventAttemptFinished, Try: a}})
 		}
 	}
-	slices.SortStableFunc(evs, func(x, y at) int { return int(x.seq - y.seq) })
+	for _, st := range snap.Statuses {
+		if st.Seq > c.Seq || (st.Seq == c.Seq && st.Status != c.Status) {
+			evs = append(evs, at{st.Seq, Event{Kind: EventStatus, Status: st.Status, Run: statusAt(snap.Run, st)}})
+		}
+	}
+	slices.SortStableFunc(evs, func(x, y at) int {
+		if x.seq != y.seq {
+			return cmp.Compare(x.seq, y.seq)
+		}
+		return cmp.Compare(statusLast(x.ev), statusLast(y.ev))
+	})
 	out := make([]Event, 0, len(evs)+1)
 	for _, e := range evs {
-		c.Seq = e.seq
+		c.Seq = max(c.Seq, e.seq)
+		if e.ev.Kind == EventStatus {
+			c.Status = e.ev.Status
+			if e.ev.Run == nil {
+				e.ev.Run = statusAt(snap.Run, run.StatusChange{Status: e.ev.Status})
+			}
+		}
 		e.ev.Seq, e.ev.RunID, e.ev.ID = e.seq, snap.Run.ID, c.ID()
 		out = append(out, e.ev)
 	}
@@ -133,6 +154,24 @@ func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 		out = append(out, Event{ID: c.ID(), Kind: EventStatus, RunID: rec.ID, Seq: c.Seq, Status: rec.Status, Run: &rec})
 	}
 	return out, c
+}
+
+// statusAt is the run as it was at status change st: the run's record with that status and
+// wait; a finish's output and error belong to the final status only.
+func statusAt(r run.Record, st run.StatusChange) *run.Record {
+	r.Status, r.Waiting = st.Status, st.Waiting
+	if !st.Status.Terminal() {
+		r.Output, r.Error, r.FinishedAt = nil, nil, time.Time{}
+	}
+	return &r
+}
+
+// statusLast orders a status after the attempts' changes at the same sequence.
+func statusLast(e Event) int {
+	if e.Kind == EventStatus {
+		return 1
+	}
+	return 0
 }
 
 // Final reports whether the cursor is past the run's last event.

@@ -1,6 +1,7 @@
 package app_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -13,18 +14,31 @@ import (
 func TestEventIDsResumeExactly(t *testing.T) {
 	t.Parallel()
 	at := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	// A run's rows at its end: a retry (flaky 1 failed at 3, retried at 4), a wait.
+	// A run's rows at its end: a retry (flaky a2 failed at 5, retried as a3), a parallel side
+	// step interleaved with it, a signal wait w, then a last step.
 	all := []run.AttemptChange{
-		{ID: "a1", BlockID: "start", Status: "succeeded", StartedSeq: 1, Seq: 2, StartedAt: at},
-		{ID: "a2", BlockID: "flaky", Status: "failed", StartedSeq: 3, Seq: 4, RetryAt: at.Add(time.Second)},
-		{ID: "a3", BlockID: "flaky", Status: "succeeded", StartedSeq: 5, Seq: 7},
-		{ID: "a4", BlockID: "side", Status: "succeeded", StartedSeq: 6, Seq: 8}, // parallel: interleaved
+		{ID: "a1", BlockID: "start", Status: "succeeded", StartedSeq: 1, Seq: 3, StartedAt: at},
+		{ID: "a2", BlockID: "flaky", Status: "failed", StartedSeq: 4, Seq: 5, RetryAt: at.Add(time.Second)},
+		{ID: "a3", BlockID: "flaky", Status: "succeeded", StartedSeq: 6, Seq: 8},
+		{ID: "a4", BlockID: "side", Status: "succeeded", StartedSeq: 7, Seq: 9},
+		{ID: "w", BlockID: "w", Status: "succeeded", StartedSeq: 10, Seq: 12},
+		{ID: "a5", BlockID: "last", Status: "succeeded", StartedSeq: 14, Seq: 15},
 	}
-	snap := func(after int64, status run.Status, changeSeq int64, rows ...run.AttemptChange) run.Snapshot {
-		s := run.Snapshot{Run: run.Record{ID: "run_1", Status: status}, ChangeSeq: changeSeq}
+	wait := &run.Waiting{BlockID: "w", Kind: "signal", Signal: "go", Until: at.Add(time.Hour)}
+	log := []run.StatusChange{
+		{Seq: 2, Status: run.StatusRunning}, {Seq: 11, Status: run.StatusWaiting, Waiting: wait},
+		{Seq: 13, Status: run.StatusRunning}, {Seq: 16, Status: run.StatusCompleted},
+	}
+	snap := func(after int64, status run.Status, changeSeq int64, rows []run.AttemptChange, statuses []run.StatusChange) run.Snapshot {
+		s := run.Snapshot{Run: run.Record{ID: "run_1", Status: status, Error: []byte(`{"x":1}`)}, ChangeSeq: changeSeq}
 		for _, a := range rows {
 			if a.Seq > after {
 				s.Attempts = append(s.Attempts, a)
+			}
+		}
+		for _, st := range statuses {
+			if st.Seq >= after {
+				s.Statuses = append(s.Statuses, st)
 			}
 		}
 		return s
@@ -36,32 +50,53 @@ func TestEventIDsResumeExactly(t *testing.T) {
 		}
 		return out
 	}
-	whole, end := app.Events(snap(0, run.StatusCompleted, 8, all...), app.Cursor{})
+	whole, end := app.Events(snap(0, run.StatusCompleted, 16, all, log), app.Cursor{})
 	require.Equal(t, []string{
-		"1.0 attempt.started a1", "2.0 attempt.finished a1", "3.0 attempt.started a2", "4.0 attempt.finished a2",
-		"5.0 attempt.started a3", "6.0 attempt.started a4", "7.0 attempt.finished a3", "8.0 attempt.finished a4",
-		"8.4 run.status completed",
+		"0.1 run.status queued", "1.1 attempt.started a1", "2.2 run.status running", "3.2 attempt.finished a1",
+		"4.2 attempt.started a2", "5.2 attempt.finished a2", "6.2 attempt.started a3", "7.2 attempt.started a4",
+		"8.2 attempt.finished a3", "9.2 attempt.finished a4", "10.2 attempt.started w", "11.3 run.status waiting",
+		"12.3 attempt.finished w", "13.2 run.status running", "14.2 attempt.started a5", "15.2 attempt.finished a5",
+		"16.4 run.status completed",
 	}, kinds(whole))
 	require.True(t, end.Final())
-	require.Equal(t, time.Time{}, whole[2].Try.RetryAt, "a started event says nothing of its end")
-	require.Equal(t, at.Add(time.Second), whole[3].Try.RetryAt)
+	require.Equal(t, time.Time{}, whole[4].Try.RetryAt, "a started event says nothing of its end")
+	require.Equal(t, at.Add(time.Second), whole[5].Try.RetryAt)
+	require.Equal(t, wait, whole[11].Run.Waiting, "a waiting status says what it waited for then")
+	require.Nil(t, whole[13].Run.Waiting)
+	require.Nil(t, whole[13].Run.Error, "a status on the way carries none of the finish")
+	require.JSONEq(t, `{"x":1}`, string(whole[16].Run.Error))
 
-	// Resuming after any event gives exactly the events after it.
+	// Resuming after any event gives exactly the events after it, statuses on the way included.
 	for i, e := range whole {
 		c, err := app.ParseCursor(e.ID)
 		require.NoError(t, err)
-		rest, _ := app.Events(snap(c.Seq, run.StatusCompleted, 8, all...), c)
+		rest, _ := app.Events(snap(c.Seq, run.StatusCompleted, 16, all, log), c)
 		require.Equal(t, kinds(whole[i+1:]), kinds(rest), "after %s", e.ID)
 	}
 
-	// Live: a3 running while a status changes at its sequence; then it ends.
-	live := []run.AttemptChange{all[0], all[1], {ID: "a3", BlockID: "flaky", Status: "running", StartedSeq: 5, Seq: 5}}
-	first, c := app.Events(snap(0, run.StatusRunning, 5, live...), app.Cursor{})
-	require.Equal(t, "5.2 run.status running", kinds(first)[len(first)-1])
-	waiting, c := app.Events(snap(c.Seq, run.StatusWaiting, 5, live...), c)
-	require.Equal(t, []string{"5.3 run.status waiting"}, kinds(waiting), "a status at the same sequence gets its own id")
-	none, _ := app.Events(snap(c.Seq, run.StatusWaiting, 5, live...), c)
+	// Live: read while the run waits, then again once it went on.
+	waitingRows := append(slices.Clone(all[:4]), run.AttemptChange{ID: "w", BlockID: "w", Status: "running", StartedSeq: 10, Seq: 10})
+	first, c := app.Events(snap(0, run.StatusWaiting, 11, waitingRows, log[:2]), app.Cursor{})
+	require.Equal(t, []string{"10.2 attempt.started w", "11.3 run.status waiting"}, kinds(first)[len(first)-2:])
+	none, c := app.Events(snap(c.Seq, run.StatusWaiting, 11, waitingRows, log[:2]), c)
 	require.Empty(t, none, "nothing new, nothing sent")
+	laterRows := append(slices.Clone(all[:5]), run.AttemptChange{ID: "a5", BlockID: "last", Status: "running", StartedSeq: 14, Seq: 14})
+	later, _ := app.Events(snap(c.Seq, run.StatusRunning, 14, laterRows, log[:3]), c)
+	require.Equal(t, []string{"12.3 attempt.finished w", "13.2 run.status running", "14.2 attempt.started a5"}, kinds(later))
+
+	// A run migrated in flight: its one logged status shares its last attempt's sequence, and
+	// comes after it, also to a client that had that attempt's event.
+	migrated := []run.AttemptChange{{ID: "a1", BlockID: "start", Status: "running", StartedSeq: 0, Seq: 1}}
+	mlog := []run.StatusChange{{Seq: 1, Status: run.StatusRunning}}
+	m, _ := app.Events(snap(0, run.StatusRunning, 1, migrated, mlog), app.Cursor{})
+	require.Equal(t, []string{"0.1 run.status queued", "1.1 attempt.started a1", "1.2 run.status running"}, kinds(m))
+	c, _ = app.ParseCursor("1.1")
+	m, _ = app.Events(snap(1, run.StatusRunning, 1, migrated, mlog), c)
+	require.Equal(t, []string{"1.2 run.status running"}, kinds(m))
+
+	// A status missing from the log (none should be) is still sent, last.
+	fallback, _ := app.Events(snap(0, run.StatusCancelled, 0, nil, nil), app.Cursor{})
+	require.Equal(t, []string{"0.1 run.status queued", "0.6 run.status cancelled"}, kinds(fallback))
 
 	for _, bad := range []string{"x", "1", "1.7", "-1.0", "1.-1", ".", "1.2.3"} {
 		_, err := app.ParseCursor(bad)

@@ -412,6 +412,22 @@ func TestRunsInFlightAcrossTheUpgradeFinish(t *testing.T) {
 	require.Equal(t, []string{"start:1:succeeded", "say:1:succeeded"}, statuses)
 	require.Equal(t, []any{startE, sayE}, []any{logsE[0]["id"], logsE[1]["id"]})
 
+	// The status log: 0010 logged each run's status as it stood (a queued run's not at all),
+	// and the engine logged every change after. The streams replay them in order.
+	streamStory := func(id string) []string {
+		status, events := b.openStream(t, t.Context(), "/api/runs/"+id+"/events", "")
+		require.Equal(t, http.StatusOK, status)
+		var out []string
+		for e, ok := next(t, events); ok; e, ok = next(t, events) {
+			out = append(out, story(e))
+		}
+		return out
+	}
+	require.Equal(t, []string{"status queued", "attempt.finished start succeeded", "attempt.finished say succeeded", "status completed"},
+		streamStory(done))
+	require.Equal(t, []string{"status queued", "attempt.finished start succeeded", "status waiting signal", "attempt.finished hold succeeded",
+		"status running", "attempt.started say", "attempt.finished say succeeded", "status completed"}, streamStory(signalled))
+
 	// Nothing is left behind: no wait, no attempt or job still running.
 	ids := []string{sleeping, signalled, inFlight, queued, done}
 	var waits, running int

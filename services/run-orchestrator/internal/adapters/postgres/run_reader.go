@@ -168,7 +168,44 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 	if err := rows.Err(); err != nil {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
+	// From the cursor's own sequence on: a status logged at the sequence of an attempt's
+	// change (a run migrated in flight) may not have been sent yet.
+	if snap.Statuses, err = readStatuses(ctx, tx, id, after); err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
 	return snap, nil
+}
+
+// readStatuses reads the status log of run id from sequence from on, in order.
+func readStatuses(ctx context.Context, tx pgx.Tx, id string, from int64) ([]run.StatusChange, error) {
+	rows, err := tx.Query(ctx, `SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at
+		FROM run_statuses WHERE run_id = $1 AND seq >= $2 ORDER BY seq`, id, from)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []run.StatusChange
+	for rows.Next() {
+		var (
+			c                   run.StatusChange
+			block, kind, signal *string
+			wake                *time.Time
+		)
+		if err := rows.Scan(&c.Seq, &c.Status, &block, &kind, &wake, &signal, &c.At); err != nil {
+			return nil, err
+		}
+		if block != nil && kind != nil && c.Status == run.StatusWaiting {
+			c.Waiting = &run.Waiting{BlockID: *block, Kind: *kind}
+			if wake != nil {
+				c.Waiting.Until = *wake
+			}
+			if signal != nil {
+				c.Waiting.Signal = *signal
+			}
+		}
+		out = append(out, c)
+	}
+	return out, rows.Err()
 }
 
 // withExtra scans the run's columns and then extra ones.

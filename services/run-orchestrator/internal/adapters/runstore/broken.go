@@ -102,6 +102,10 @@ func (s *Store) failBroken(ctx context.Context, tx pgx.Tx, l *Locked, cause erro
 		runErr = jsonText(b)
 		s.log.Error("run failed: the engine cannot go on with it", "run_id", r.ID, "err", cause)
 	}
+	seq++ // the status change's own sequence (the status log's)
+	if _, err := tx.Exec(ctx, `INSERT INTO run_statuses (run_id, seq, status, at) VALUES ($1, $2, $3, now())`, r.ID, seq, string(status)); err != nil {
+		return o, fmt.Errorf("log status: %w", err)
+	}
 	if _, err := tx.Exec(ctx, `UPDATE runs SET status = $2, change_seq = $3, error = $4, updated_at = now(), finished_at = now(),
 		started_at = coalesce(started_at, now()) WHERE id = $1`, r.ID, string(status), seq, runErr); err != nil {
 		return o, fmt.Errorf("finish run: %w", err)

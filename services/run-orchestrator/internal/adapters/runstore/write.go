@@ -66,6 +66,7 @@ func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, err
 	if o.Consume != nil {
 		b.Queue(`UPDATE signals SET consumed_by = $2, consumed_at = now() WHERE id = $1`, o.Consume.SignalID, o.Consume.AttemptID)
 	}
+	queueStatuses(b, r.ID, o.Changes)
 	if f := o.Finish; f != nil {
 		b.Queue(`UPDATE runs SET status = $2, change_seq = $3, state_rev = $4, updated_at = now(),
 			output = $5, error = $6, finished_at = now(), started_at = coalesce(started_at, now())
@@ -76,6 +77,30 @@ func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, err
 			WHERE id = $1`, r.ID, string(r.Status), r.Seq, rev)
 	}
 	return rev, nil
+}
+
+// queueStatuses appends the run's status changes to its status log (the event stream's).
+func queueStatuses(b *pgx.Batch, runID string, changes []run.Change) {
+	for _, c := range changes {
+		if c.Kind != run.ChangeStatus {
+			continue
+		}
+		var (
+			block, kind, signal *string
+			wake                *time.Time
+		)
+		if w := c.Wait; w != nil {
+			block, kind = &c.BlockID, &w.Kind
+			if w.Signal != "" {
+				signal = &w.Signal
+			}
+			if !w.WakeAt.IsZero() {
+				wake = &w.WakeAt
+			}
+		}
+		b.Queue(`INSERT INTO run_statuses (run_id, seq, status, wait_block, wait_kind, wake_at, signal_name, at)
+			VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`, runID, c.Seq, string(c.Status), block, kind, wake, signal, c.At)
+	}
 }
 
 // queueBlocks upserts the rows of the blocks ids in one statement.

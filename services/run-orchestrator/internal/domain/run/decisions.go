@@ -102,8 +102,8 @@ const (
 
 // Change is one committed change of a run, as the event feed publishes it. Seq is the run's
 // change sequence (the logs cursor) at the change: an attempt's change takes the sequence its
-// row is stored with; the other kinds carry the sequence of the latest attempt change before
-// them.
+// row is stored with, a status change one of its own (the status log's); the other kinds
+// carry the sequence of the latest change before them.
 type Change struct {
 	Kind                  string
 	Seq                   int64

@@ -120,9 +120,13 @@ func (in *Interpreter) Apply(r *Run, ev Event) (Outcome, error) {
 		return Outcome{}, fmt.Errorf("run: unknown event %T", ev)
 	}
 	if r.Status != before {
-		c := Change{Kind: ChangeStatus, Status: r.Status}
+		// A status change takes a sequence of its own, after the attempts' changes of this
+		// commit: the event stream orders and resumes by it, so every status a run goes
+		// through is kept (the status log), not only where it ends up.
+		r.Seq++
+		c := Change{Kind: ChangeStatus, Status: r.Status, Seq: r.Seq}
 		if r.Status == StatusWaiting {
-			c.Wait = r.firstWait()
+			c.BlockID, c.Wait = r.firstWait()
 		}
 		o.change(r, c, eventTime(ev))
 	}
@@ -156,18 +160,21 @@ func eventTime(ev Event) time.Time {
 }
 
 // firstWait is the wait of the waiting block armed first.
-func (r *Run) firstWait() *Wait {
-	var first *Wait
+func (r *Run) firstWait() (string, *Wait) {
+	var (
+		first *Wait
+		block string
+	)
 	for _, id := range r.Def.order(r.State) {
 		if b := r.State.Blocks[id]; b.Status == BlockWaiting && b.Wait != nil && (first == nil || b.Wait.before(first)) {
-			first = b.Wait
+			first, block = b.Wait, id
 		}
 	}
 	if first == nil {
-		return nil
+		return "", nil
 	}
 	w := *first
-	return &w
+	return block, &w
 }
 
 // ---- a job drives the run ------------------------------------------------------------------

@@ -641,7 +641,7 @@ func TestStartOfRun(t *testing.T) {
 	require.Equal(t, []run.StartAttempt{*o.Start}, o.Begun)
 	require.Equal(t, []string{"t"}, o.Changed)
 	require.Equal(t, []string{"attempt.started:t:running", "run.status:running"}, kinds(o.Changes))
-	require.Equal(t, []int64{1, 1}, seqs(o.Changes))
+	require.Equal(t, []int64{1, 2}, seqs(o.Changes))
 	require.Equal(t, t0, o.Changes[0].At)
 	require.Zero(t, o.NewJobs)
 	require.False(t, o.CompleteJob)
@@ -653,12 +653,12 @@ func TestStartOfRun(t *testing.T) {
 	o = h.succeed(1, *o.Start, `{"name":"ada"}`, at(5))
 	require.NotNil(t, o.Start)
 	require.Equal(t, "a", o.Start.Block.ID)
-	require.Equal(t, int64(3), o.Start.Seq)
+	require.Equal(t, int64(4), o.Start.Seq)
 	require.Equal(t, map[string]any{"message": "hello ada"}, o.Start.Params)
 	require.Equal(t, []string{"t", "a"}, o.Changed)
 	require.Equal(t, []string{"attempt.finished:t:succeeded", "attempt.started:a:running"}, kinds(o.Changes))
-	require.Equal(t, []int64{2, 3}, seqs(o.Changes))
-	require.Equal(t, []run.EndedAttempt{{ID: "att_1", Block: "t", Status: "succeeded", Output: json.RawMessage(`{"name":"ada"}`), Seq: 2}}, o.Ended)
+	require.Equal(t, []int64{3, 4}, seqs(o.Changes))
+	require.Equal(t, []run.EndedAttempt{{ID: "att_1", Block: "t", Status: "succeeded", Output: json.RawMessage(`{"name":"ada"}`), Seq: 3}}, o.Ended)
 
 	o = h.succeed(1, *o.Start, `{"message":"hello ada"}`, at(9))
 	require.Nil(t, o.Start)
@@ -666,7 +666,7 @@ func TestStartOfRun(t *testing.T) {
 	require.Equal(t, &run.Finish{Status: run.StatusCompleted, Output: json.RawMessage(`{"a":{"message":"hello ada"}}`)}, o.Finish)
 	require.True(t, o.ReleaseAll)
 	require.Equal(t, []string{"attempt.finished:a:succeeded", "run.status:completed"}, kinds(o.Changes))
-	require.Equal(t, []int64{4, 4}, seqs(o.Changes))
+	require.Equal(t, []int64{5, 6}, seqs(o.Changes))
 	require.Equal(t, run.StatusCompleted, h.r.Status)
 
 	// A job of a finished run completes and does nothing else.
@@ -923,7 +923,7 @@ func TestRetries(t *testing.T) {
 	require.Nil(t, o.Finish)
 	require.Equal(t, []string{"f"}, o.Changed)
 	require.Equal(t, []string{"attempt.finished:f:failed", "retry.scheduled:f"}, kinds(o.Changes))
-	require.Equal(t, []int64{4, 4}, seqs(o.Changes))
+	require.Equal(t, []int64{5, 5}, seqs(o.Changes))
 	require.Equal(t, 2, o.Changes[1].Attempt)
 	require.Equal(t, now.Add(100*time.Millisecond), o.Changes[1].RetryAt)
 	require.JSONEq(t, `{"message":"boom"}`, string(o.Ended[0].Error))
@@ -937,7 +937,7 @@ func TestRetries(t *testing.T) {
 	require.NotNil(t, o.Start)
 	require.Equal(t, 2, o.Start.Attempt)
 	require.Equal(t, "att_3", o.Start.ID)
-	require.Equal(t, int64(5), o.Start.Seq)
+	require.Equal(t, int64(6), o.Start.Seq)
 	require.True(t, h.block("f").RetryAt.IsZero())
 
 	// Attempt 2 fails (a timeout): 200 ms.
@@ -1177,7 +1177,7 @@ func TestAttemptsLost(t *testing.T) {
 	// The replica of jobs 1 and 2 dies: a's attempt is lost, f (between retries) goes back too.
 	o = h.apply(run.AttemptsLost{Attempts: []run.LostAttempt{{Block: "a", AttemptID: stA.ID, Replica: "r1"}}, DeadJobs: []int64{1, 2}, Now: at(10)})
 	require.Equal(t, []string{"a", "f"}, o.Changed)
-	require.Equal(t, []run.EndedAttempt{{ID: stA.ID, Block: "a", Status: "lost", Seq: 7,
+	require.Equal(t, []run.EndedAttempt{{ID: stA.ID, Block: "a", Status: "lost", Seq: 8,
 		Error: json.RawMessage(`{"code":"lost","message":"replica r1 stopped heartbeating"}`)}}, o.Ended)
 	require.Equal(t, 1, o.NewJobs)
 	require.Nil(t, o.Start)
@@ -1235,7 +1235,7 @@ func TestReclaimOnLaterTry(t *testing.T) {
 		require.Equal(t, "t", o.Start.Block.ID)
 		require.Equal(t, 2, o.Start.Attempt)
 		require.Equal(t, []string{"attempt.finished:t:lost", "attempt.started:t:running"}, kinds(o.Changes))
-		require.Equal(t, []int64{2, 3}, seqs(o.Changes))
+		require.Equal(t, []int64{3, 4}, seqs(o.Changes))
 		require.Equal(t, 1, h.block("t").Lost)
 		// The first try's result is dropped.
 		require.Equal(t, run.Outcome{}, h.succeed(1, st, `{}`, at(501)))
@@ -1293,10 +1293,10 @@ func TestSleep(t *testing.T) {
 
 	wake := at(90_010)
 	o = h.apply(run.Suspended{JobEvent: job(1), Block: "w", AttemptID: st.ID, Wait: run.WaitRequest{Kind: run.WaitSleep, WakeAt: wake}, Now: at(10)})
-	want := run.Wait{Kind: run.WaitSleep, WakeAt: wake, Since: at(10), Seq: 3}
+	want := run.Wait{Kind: run.WaitSleep, WakeAt: wake, Since: at(10), Seq: 4}
 	require.Equal(t, []run.ArmedWait{{Block: "w", AttemptID: st.ID, Wait: want}}, o.Armed)
 	require.Equal(t, []string{"wait.armed:w", "run.status:waiting"}, kinds(o.Changes))
-	require.Equal(t, []int64{3, 3}, seqs(o.Changes))
+	require.Equal(t, []int64{4, 5}, seqs(o.Changes))
 	require.Equal(t, &want, o.Changes[0].Wait)
 	require.Equal(t, &want, o.Changes[1].Wait)
 	require.True(t, o.CompleteJob)
@@ -1316,8 +1316,8 @@ func TestSleep(t *testing.T) {
 	require.Equal(t, 1, o.NewJobs)
 	require.Nil(t, o.Start)
 	require.Equal(t, []string{"wait.released:w", "attempt.finished:w:succeeded", "run.status:running"}, kinds(o.Changes))
-	require.Equal(t, []int64{3, 4, 4}, seqs(o.Changes))
-	require.Equal(t, []run.EndedAttempt{{ID: st.ID, Block: "w", Status: "succeeded", Output: json.RawMessage(`{"slept_ms":90005}`), Seq: 4}}, o.Ended)
+	require.Equal(t, []int64{5, 6, 7}, seqs(o.Changes))
+	require.Equal(t, []run.EndedAttempt{{ID: st.ID, Block: "w", Status: "succeeded", Output: json.RawMessage(`{"slept_ms":90005}`), Seq: 6}}, o.Ended)
 	require.Equal(t, run.StatusRunning, h.r.Status)
 
 	// A second firing finds the wait gone.
@@ -1370,7 +1370,7 @@ func TestSignalWait(t *testing.T) {
 		o := h.succeed(1, h.start(), `{}`, at(0))
 		st := *o.Start
 		o = suspend(h, st, run.WaitRequest{Kind: run.WaitSignal, Signal: "go"}, nil, at(5))
-		want := run.Wait{Kind: run.WaitSignal, Signal: "go", Since: at(5), Seq: 3}
+		want := run.Wait{Kind: run.WaitSignal, Signal: "go", Since: at(5), Seq: 4}
 		require.Equal(t, []run.ArmedWait{{Block: "w", AttemptID: st.ID, Wait: want}}, o.Armed)
 		require.Equal(t, run.StatusWaiting, h.r.Status)
 
@@ -1580,7 +1580,7 @@ func TestCancel(t *testing.T) {
 	require.Equal(t, map[string]string{stA.ID: "cancelled", stW.ID: "cancelled", stP.ID: "cancelled"}, ended,
 		"the attempts in flight (steps and waits) end cancelled; f between retries has none")
 	require.Equal(t, []string{"attempt.finished:a:cancelled", "attempt.finished:w:cancelled", "attempt.finished:p:cancelled", "run.status:cancelled"}, kinds(o.Changes))
-	require.Equal(t, []int64{seq + 1, seq + 2, seq + 3, seq + 3}, seqs(o.Changes))
+	require.Equal(t, []int64{seq + 1, seq + 2, seq + 3, seq + 4}, seqs(o.Changes))
 	require.True(t, h.block("f").RetryAt.IsZero())
 	for id, b := range h.r.State.Blocks {
 		require.False(t, b.InFlight, id)
@@ -1645,7 +1645,7 @@ func TestCancelOfAQueuedRun(t *testing.T) {
 	require.Equal(t, run.StatusCancelled, h.r.Status)
 	require.Empty(t, o.Ended)
 	require.Equal(t, []string{"run.status:cancelled"}, kinds(o.Changes))
-	require.Equal(t, []int64{0}, seqs(o.Changes))
+	require.Equal(t, []int64{1}, seqs(o.Changes))
 	require.Equal(t, run.Outcome{CompleteJob: true}, h.apply(run.Advance{JobEvent: job(1), Now: at(2)}))
 }
 
@@ -1851,9 +1851,9 @@ func TestChangesOfAWholeRun(t *testing.T) {
 		"wait.released:w", "attempt.finished:w:succeeded", "run.status:running",
 		"run.status:completed",
 	}, kinds(all))
-	require.Equal(t, []int64{1, 1, 2, 3, 4, 4, 5, 6, 7, 7, 7, 7, 8, 8, 8}, seqs(all))
+	require.Equal(t, []int64{1, 2, 3, 4, 5, 5, 6, 7, 8, 8, 9, 9, 10, 11, 12}, seqs(all))
 	require.Equal(t, [][]string{{"t"}, {"t", "f"}, {"f"}, {"f"}, {"f", "w"}, {"w"}, {"w"}, nil}, changed)
-	require.Equal(t, int64(8), h.r.Seq)
+	require.Equal(t, int64(12), h.r.Seq)
 	for _, c := range all {
 		require.Equal(t, "run_1", c.RunID)
 		require.Equal(t, "org_1", c.OrganizationID)

@@ -81,6 +81,16 @@ type Snapshot struct {
 	Run       Record
 	ChangeSeq int64
 	Attempts  []AttemptChange
+	Statuses  []StatusChange
+}
+
+// StatusChange is one entry of a run's status log: the status it took at sequence Seq (and
+// what it waited for, when waiting). The first, queued at sequence 0, is not stored.
+type StatusChange struct {
+	Seq     int64
+	Status  Status
+	Waiting *Waiting
+	At      time.Time
 }
 
 // AttemptChange is an attempt as the event stream reads it: StartedSeq is the change
