@@ -123,7 +123,8 @@ func TestCLIFollow(t *testing.T) {
 		p := piped.wait(t)
 		require.Equal(t, 0, p.code, p)
 		lines := jsonLines(t, p.stdout)
-		require.Equal(t, "attempt.started", lines[0]["event"], "logs has no start line: events from the first")
+		require.Equal(t, "run.status", lines[0]["event"], "logs has no start line: events from the first, the run queued")
+		require.Equal(t, "attempt.started", lines[1]["event"])
 		require.Equal(t, "completed", lines[len(lines)-1]["status"])
 		var statuses []string
 		for _, l := range lines {
@@ -131,7 +132,8 @@ func TestCLIFollow(t *testing.T) {
 				statuses = append(statuses, l["status"].(string))
 			}
 		}
-		require.Equal(t, "completed", statuses[len(statuses)-1], p.stdout)
+		require.Equal(t, []string{"queued", "running", "waiting", "running", "waiting", "running", "completed"}, statuses,
+			"every status on the way, the sleep's and the signal's waits too: %s", p.stdout)
 	})
 
 	t.Run("FailedRunExitsOne", func(t *testing.T) {
