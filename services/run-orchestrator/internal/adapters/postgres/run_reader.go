@@ -124,30 +124,59 @@ func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, li
 	return out, rows.Err()
 }
 
-// Snapshot reads the run id of org and its attempts whose latest change is after the
-// sequence after, in one repeatable-read transaction so the two agree (run.ErrNotFound for a
-// run that is not org's).
+// Snapshot reads the run id of org, its attempts whose latest change is after the sequence
+// after and its status log from after on, in one repeatable-read transaction so they agree
+// (run.ErrNotFound for a run that is not org's). The transaction and its three reads travel in
+// one pipeline, one round trip: a stream reads again on every change of its run.
 func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (snap run.Snapshot, err error) {
-	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
-	if err != nil {
+	b := &pgx.Batch{}
+	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
+	b.Queue(`SELECT `+runColumns+`, r.change_seq`+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org)
+	b.Queue(`SELECT id, block_id, type, attempt, status, seq, coalesce(started_seq, 0), started_at, finished_at, retry_at,
+		error, coalesce(octet_length(output::text), 0)
+		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq`, id, after)
+	// From the cursor's own sequence on: a status logged at the sequence of an attempt's
+	// change (a run migrated in flight) may not have been sent yet.
+	b.Queue(`SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at
+		FROM run_statuses WHERE run_id = $1 AND seq >= $2 ORDER BY seq`, id, after)
+	b.Queue(`COMMIT`)
+	br := s.pool.SendBatch(ctx, b)
+	defer func() {
+		// A failed batch leaves its connection in a transaction: the pool drops such a one.
+		if cerr := br.Close(); cerr != nil && err == nil {
+			err = fmt.Errorf("snapshot of %s: %w", id, cerr)
+		}
+	}()
+	if _, err := br.Exec(); err != nil {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	row := tx.QueryRow(ctx, `SELECT `+runColumns+`, r.change_seq`+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org)
-	snap.Run, err = scanRun(withExtra{row, &snap.ChangeSeq})
+	snap.Run, err = scanRun(withExtra{br.QueryRow(), &snap.ChangeSeq})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, run.ErrNotFound)
 	}
 	if err != nil {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
-	rows, err := tx.Query(ctx, `SELECT id, block_id, type, attempt, status, seq, coalesce(started_seq, 0), started_at, finished_at, retry_at,
-		error, coalesce(octet_length(output::text), 0)
-		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq`, id, after)
-	if err != nil {
+	if snap.Attempts, err = readAttemptChanges(br); err != nil {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
+	if snap.Statuses, err = readStatuses(br); err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	if _, err := br.Exec(); err != nil {
+		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+	}
+	return snap, nil
+}
+
+// readAttemptChanges reads the batch's next result: attempts as the stream reads them.
+func readAttemptChanges(br pgx.BatchResults) ([]run.AttemptChange, error) {
+	rows, err := br.Query()
+	if err != nil {
+		return nil, err
+	}
 	defer rows.Close()
+	var out []run.AttemptChange
 	for rows.Next() {
 		var (
 			a                 run.AttemptChange
@@ -155,7 +184,7 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 		)
 		if err := rows.Scan(&a.ID, &a.BlockID, &a.Type, &a.Attempt, &a.Status, &a.Seq, &a.StartedSeq, &a.StartedAt, &finished, &retryAt,
 			&a.Error, &a.OutputBytes); err != nil {
-			return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
+			return nil, err
 		}
 		if finished != nil {
 			a.FinishedAt = *finished
@@ -163,23 +192,14 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 		if retryAt != nil {
 			a.RetryAt = *retryAt
 		}
-		snap.Attempts = append(snap.Attempts, a)
+		out = append(out, a)
 	}
-	if err := rows.Err(); err != nil {
-		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
-	}
-	// From the cursor's own sequence on: a status logged at the sequence of an attempt's
-	// change (a run migrated in flight) may not have been sent yet.
-	if snap.Statuses, err = readStatuses(ctx, tx, id, after); err != nil {
-		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
-	}
-	return snap, nil
+	return out, rows.Err()
 }
 
-// readStatuses reads the status log of run id from sequence from on, in order.
-func readStatuses(ctx context.Context, tx pgx.Tx, id string, from int64) ([]run.StatusChange, error) {
-	rows, err := tx.Query(ctx, `SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at
-		FROM run_statuses WHERE run_id = $1 AND seq >= $2 ORDER BY seq`, id, from)
+// readStatuses reads the batch's next result: status log entries.
+func readStatuses(br pgx.BatchResults) ([]run.StatusChange, error) {
+	rows, err := br.Query()
 	if err != nil {
 		return nil, err
 	}
