@@ -95,6 +95,18 @@ func Executors(log *slog.Logger, http HTTPConfig) map[string]Executor {
 	}
 }
 
+// Inline reports whether the connector typ runs in process with no effect but its result
+// (and the same result when run again), so the engine may run it inside the step's
+// transaction: everything here but http.request. A log line is written again in the rare
+// case such a transaction fails and its job runs the block again.
+func Inline(typ string) bool {
+	switch typ {
+	case "trigger.manual", "trigger.webhook", "trigger.schedule", "transform", "log", "condition", "fail", "wait":
+		return true
+	}
+	return false
+}
+
 func waitExecutor(_ context.Context, c Call) (Result, error) {
 	now := time.Now()
 	if d, ok := c.Params["duration"].(string); ok {

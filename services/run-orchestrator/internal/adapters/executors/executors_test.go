@@ -26,3 +26,17 @@ func TestExecutorsMatchCatalog(t *testing.T) {
 	sort.Strings(types)
 	require.Equal(t, catalog, types)
 }
+
+// Which connectors run inside the step's transaction is a decision per connector: only the one
+// that reaches outside the process (http.request) runs after its attempt is committed.
+func TestInline(t *testing.T) {
+	t.Parallel()
+	var outside []string
+	for typ := range executors.Executors(slog.New(slog.DiscardHandler), executors.HTTPConfig{}) {
+		if !executors.Inline(typ) {
+			outside = append(outside, typ)
+		}
+	}
+	require.Equal(t, []string{"http.request"}, outside)
+	require.False(t, executors.Inline("nope"))
+}

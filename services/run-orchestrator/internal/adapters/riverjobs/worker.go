@@ -116,7 +116,7 @@ func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore
 	c := runstore.NewCache()
 	o, err := q.store.ApplyJob(runCtx, job, c, func(*run.Run) run.Event {
 		return run.Advance{JobEvent: q.jobEvent(job), Now: time.Now()}
-	})
+	}, q.inline(job))
 	if errors.Is(err, run.ErrNotFound) {
 		// No such run (it cannot be deleted today): the job has nothing to drive.
 		return q.store.CompleteJob(context.WithoutCancel(ctx), job)
@@ -134,17 +134,9 @@ func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore
 // allows, and returns the outcome that says what the worker does next (Start: the next
 // block's attempt).
 func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cache, st run.StartAttempt) (run.Outcome, error) {
-	entry := q.catalog[st.Block.Type]
 	for {
-		sctx, span := q.tracer.Start(ctx, "step "+st.Block.Type, trace.WithAttributes(attribute.String("run.id", job.RunID),
-			attribute.String("block.id", st.Block.ID), attribute.Int("attempt", st.Attempt), attribute.String("attempt.id", st.ID)))
-		res, execErr := q.call(sctx, entry, job.RunID, st)
-		if execErr != nil {
-			span.RecordError(execErr)
-			span.SetStatus(codes.Error, execErr.Error())
-		}
-		span.End()
-		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event { return q.result(job, st, res, execErr) })
+		res, execErr := q.step(ctx, job, st)
+		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event { return q.result(job, st, res, execErr) }, q.inline(job))
 		if err != nil || o.Retry == nil {
 			return o, err
 		}
@@ -160,17 +152,51 @@ func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cach
 			// Shutting down: the retry is handed back, due when the backoff ends.
 			_, err = q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
 				return run.HandBack{JobEvent: q.jobEvent(job), Block: st.Block.ID, At: at}
-			})
+			}, nil)
 			return run.Outcome{}, err
 		}
 		timer.Stop()
 		o, err = q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
 			return run.RetryDue{JobEvent: q.jobEvent(job), Block: st.Block.ID, Now: time.Now()}
-		})
+		}, q.inline(job))
 		if err != nil || o.Start == nil {
 			return o, err
 		}
 		st = *o.Start
+	}
+}
+
+// step runs attempt st's connector in a span of its own.
+func (q *Queue) step(ctx context.Context, job *runstore.Job, st run.StartAttempt) (executors.Result, error) {
+	sctx, span := q.tracer.Start(ctx, "step "+st.Block.Type, trace.WithAttributes(attribute.String("run.id", job.RunID),
+		attribute.String("block.id", st.Block.ID), attribute.Int("attempt", st.Attempt), attribute.String("attempt.id", st.ID)))
+	defer span.End()
+	res, err := q.call(sctx, q.catalog[st.Block.Type], job.RunID, st)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	return res, err
+}
+
+// inline runs, inside the step's transaction, the attempts of connectors whose only effect is
+// their result (executors.Inline): a trigger, transform, log, condition, fail or wait block
+// is then begun and finished in one commit. A failure is not joined: the attempt commits as
+// begun and runs again the usual way, under its connector's retry policy.
+func (q *Queue) inline(job *runstore.Job) runstore.InlineFunc {
+	return func(ctx context.Context, st run.StartAttempt) (run.Event, bool) {
+		if !executors.Inline(st.Block.Type) || st.ParamErr != nil {
+			return nil, false
+		}
+		res, err := q.step(ctx, job, st)
+		if err != nil {
+			return nil, false
+		}
+		ev := q.result(job, st, res, nil)
+		if _, failed := ev.(run.Failed); failed {
+			return nil, false
+		}
+		return ev, true
 	}
 }
 

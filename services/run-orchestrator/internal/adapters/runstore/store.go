@@ -105,30 +105,58 @@ func (s *Store) CompleteJob(ctx context.Context, job *Job) error {
 // EventFunc is the event a job's worker applies, built on the locked run.
 type EventFunc func(r *run.Run) run.Event
 
+// InlineFunc runs attempt st in the step's transaction, for a connector whose only effect is
+// its result (it runs in process, touches nothing outside the run, and gives the same result
+// when run again): it returns the attempt's result event, or ok false when st is not such an
+// attempt or its result is not one to join (a failure: st is then committed as begun and run
+// the usual way).
+type InlineFunc func(ctx context.Context, st run.StartAttempt) (ev run.Event, ok bool)
+
+// MaxInline bounds the inline attempts one transaction carries, so a long chain of them still
+// commits (and shows its progress) every few blocks.
+const MaxInline = 16
+
 // ApplyJob applies the event ev builds to the run of job, in one transaction of Update: a run
 // that cannot be read is a *BrokenRunError (the worker fails it with FailJob). A signal wait
 // gets the oldest unconsumed signal of its name stored before it began, locked until the
-// commit, which it then consumes.
-func (s *Store) ApplyJob(ctx context.Context, job *Job, c *Cache, ev EventFunc) (run.Outcome, error) {
+// commit, which it then consumes. While the outcome starts an attempt that inline (if not nil)
+// runs at once, its result is applied in the same transaction, up to MaxInline of them: the
+// attempt's row is then written begun and finished in one commit.
+func (s *Store) ApplyJob(ctx context.Context, job *Job, c *Cache, ev EventFunc, inline InlineFunc) (run.Outcome, error) {
 	return s.Update(ctx, job.RunID, job, c, func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		if l.broken != nil {
 			return run.Outcome{}, &BrokenRunError{l.broken}
 		}
-		event := ev(l.run)
-		if w, ok := event.(run.Suspended); ok && w.Wait.Kind == run.WaitSignal && !l.run.Status.Terminal() {
-			var sig run.Signal
-			err := tx.QueryRow(ctx, `SELECT id, name, payload FROM signals WHERE run_id = $1 AND name = $2 AND consumed_at IS NULL
-				ORDER BY created_at, id LIMIT 1 FOR UPDATE`, l.run.ID, w.Wait.Signal).Scan(&sig.ID, &sig.Name, &sig.Payload)
-			switch {
-			case err == nil:
-				w.Buffered = &sig
-				event = w
-			case !errors.Is(err, pgx.ErrNoRows):
-				return run.Outcome{}, fmt.Errorf("find a buffered signal: %w", err)
+		o, err := s.apply(ctx, tx, l.run, ev(l.run))
+		for n := 0; err == nil && inline != nil && n < MaxInline && o.Fusable(); n++ {
+			next, ok := inline(ctx, *o.Start)
+			if !ok {
+				break
+			}
+			var more run.Outcome
+			if more, err = s.apply(ctx, tx, l.run, next); err == nil {
+				o.Then(more)
 			}
 		}
-		return s.interp.Apply(l.run, event)
+		return o, err
 	})
+}
+
+// apply applies event to the locked run r, a signal wait with its buffered signal.
+func (s *Store) apply(ctx context.Context, tx pgx.Tx, r *run.Run, event run.Event) (run.Outcome, error) {
+	if w, ok := event.(run.Suspended); ok && w.Wait.Kind == run.WaitSignal && !r.Status.Terminal() {
+		var sig run.Signal
+		err := tx.QueryRow(ctx, `SELECT id, name, payload FROM signals WHERE run_id = $1 AND name = $2 AND consumed_at IS NULL
+			ORDER BY created_at, id LIMIT 1 FOR UPDATE`, r.ID, w.Wait.Signal).Scan(&sig.ID, &sig.Name, &sig.Payload)
+		switch {
+		case err == nil:
+			w.Buffered = &sig
+			event = w
+		case !errors.Is(err, pgx.ErrNoRows):
+			return run.Outcome{}, fmt.Errorf("find a buffered signal: %w", err)
+		}
+	}
+	return s.interp.Apply(r, event)
 }
 
 // after is what follows a commit that carried o: the run's changes are published, the

@@ -120,6 +120,49 @@ type Change struct {
 	At                    time.Time
 }
 
+// Then appends next, the outcome of an event applied to the same run after o's in the same
+// transaction (an inline block's result: see Fuse), so that one commit carries both: rows and
+// changes in order, the later run-wide decisions (the attempt to start, a retry, the run's
+// end, the job's completion) taking over the earlier ones.
+func (o *Outcome) Then(next Outcome) {
+	o.Start, o.Retry = next.Start, next.Retry
+	o.Begun = append(o.Begun, next.Begun...)
+	o.Ended = append(o.Ended, next.Ended...)
+	o.Armed = append(o.Armed, next.Armed...)
+	o.Released = append(o.Released, next.Released...)
+	o.ReleaseAll = o.ReleaseAll || next.ReleaseAll
+	if next.Consume != nil {
+		o.Consume = next.Consume
+	}
+	o.NewJobs += next.NewJobs
+	if !next.JobsAt.IsZero() {
+		o.JobsAt = next.JobsAt
+	}
+	o.CancelJobs = o.CancelJobs || next.CancelJobs
+	o.CompleteJob = next.CompleteJob
+	if next.Finish != nil {
+		o.Finish = next.Finish
+	}
+	o.Delivered = o.Delivered || next.Delivered
+	if o.changed == nil {
+		o.changed = map[string]bool{}
+		for _, id := range o.Changed {
+			o.changed[id] = true
+		}
+	}
+	for _, id := range next.Changed {
+		if !o.changed[id] {
+			o.changed[id] = true
+			o.Changed = append(o.Changed, id)
+		}
+	}
+	o.Changes = append(o.Changes, next.Changes...)
+}
+
+// Fusable says whether another event may be applied after o in o's transaction: o starts an
+// attempt, and consumed no signal (a commit consumes at most one).
+func (o *Outcome) Fusable() bool { return o.Start != nil && o.Consume == nil && o.Retry == nil }
+
 // touch returns the state of block id and records that it changed.
 func (o *Outcome) touch(r *Run, id string) *BlockState {
 	if o.changed == nil {
