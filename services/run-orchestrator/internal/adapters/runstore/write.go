@@ -17,24 +17,24 @@ import (
 // run's new state revision (l.rev when nothing changed).
 func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, error) {
 	r := l.run
-	for _, st := range o.Begun {
-		params, err := json.Marshal(st.Params)
-		if err != nil {
-			return 0, fmt.Errorf("attempt input: %w", err)
-		}
-		b.Queue(`INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_seq, started_at)
-			VALUES ($1, $2, $3, $4, $5, 'running', $6, $7, $8, $8, now())`,
-			st.ID, r.ID, st.Block.ID, st.Block.Type, st.Attempt, string(params), s.replica, st.Seq)
-	}
-	for _, a := range o.Ended {
+	retryAt := func(block string) *time.Time {
 		// A failed attempt that will be retried keeps the retry's time (the event stream's
 		// attempt.finished retry_at).
-		var retryAt *time.Time
-		if o.Retry != nil && o.Retry.Block == a.Block {
-			retryAt = &o.Retry.At
+		if o.Retry != nil && o.Retry.Block == block {
+			return &o.Retry.At
+		}
+		return nil
+	}
+	joined, err := queueBegun(b, s.replica, r.ID, o, retryAt)
+	if err != nil {
+		return 0, err
+	}
+	for _, a := range o.Ended {
+		if joined[a.ID] {
+			continue
 		}
 		b.Queue(`UPDATE step_attempts SET status = $2, output = $3, error = $4, seq = $5, retry_at = $6, finished_at = now() WHERE id = $1`,
-			a.ID, a.Status, jsonText(a.Output), jsonText(a.Error), a.Seq, retryAt)
+			a.ID, a.Status, jsonText(a.Output), jsonText(a.Error), a.Seq, retryAt(a.Block))
 	}
 	if len(o.Changed) == 0 && r.Status == l.status && r.Seq == l.seq && o.Finish == nil && len(o.Armed) == 0 &&
 		len(o.Released) == 0 && !o.ReleaseAll && o.Consume == nil {
@@ -77,6 +77,50 @@ func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, err
 			WHERE id = $1`, r.ID, string(r.Status), r.Seq, rev)
 	}
 	return rev, nil
+}
+
+// queueBegun inserts the rows of the attempts o begins, in one statement: an attempt that also
+// ended in o (an inline block, begun and finished in one transaction) is inserted as it ended.
+// It returns the ids of those.
+func queueBegun(b *pgx.Batch, replica, runID string, o *run.Outcome, retryAt func(block string) *time.Time) (map[string]bool, error) {
+	if len(o.Begun) == 0 {
+		return nil, nil
+	}
+	ended := make(map[string]run.EndedAttempt, len(o.Ended))
+	for _, a := range o.Ended {
+		ended[a.ID] = a
+	}
+	n := len(o.Begun)
+	ids, blocks, types, statuses := make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	inputs, outputs, errs := make([]string, n), make([]*string, n), make([]*string, n)
+	attempts := make([]int32, n)
+	seqs, startedSeqs := make([]int64, n), make([]int64, n)
+	finished := make([]bool, n)
+	retries := make([]*time.Time, n)
+	joined := map[string]bool{}
+	for i, st := range o.Begun {
+		params, err := json.Marshal(st.Params)
+		if err != nil {
+			return nil, fmt.Errorf("attempt input: %w", err)
+		}
+		ids[i], blocks[i], types[i], inputs[i] = st.ID, st.Block.ID, st.Block.Type, string(params)
+		attempts[i] = int32(st.Attempt) //nolint:gosec // attempts are capped at 10
+		statuses[i], seqs[i], startedSeqs[i] = "running", st.Seq, st.Seq
+		if e, ok := ended[st.ID]; ok {
+			statuses[i], seqs[i], outputs[i], errs[i], finished[i] = e.Status, e.Seq, jsonText(e.Output), jsonText(e.Error), true
+			retries[i] = retryAt(e.Block)
+			joined[st.ID] = true
+		}
+	}
+	b.Queue(`INSERT INTO step_attempts (id, run_id, block_id, type, attempt, status, input, replica, seq, started_seq, started_at,
+			output, error, retry_at, finished_at)
+		SELECT a.id, $2, a.block_id, a.type, a.attempt, a.status, a.input::jsonb, $3, a.seq, a.started_seq, now(),
+			a.output::jsonb, a.error::jsonb, a.retry_at, CASE WHEN a.finished THEN now() END
+		FROM unnest($1::text[], $4::text[], $5::text[], $6::int[], $7::text[], $8::text[], $9::bigint[], $10::bigint[],
+			$11::text[], $12::text[], $13::timestamptz[], $14::bool[])
+			AS a(id, block_id, type, attempt, status, input, seq, started_seq, output, error, retry_at, finished)`,
+		ids, runID, replica, blocks, types, attempts, statuses, inputs, seqs, startedSeqs, outputs, errs, retries, finished)
+	return joined, nil
 }
 
 // queueStatuses appends the run's status changes to its status log (the event stream's).
