@@ -304,6 +304,7 @@ func runTarget(env Env, acct account, wf string, check func([]byte) error) Targe
 		Body:   []byte(`{}`),
 		Expect: http.StatusAccepted,
 		Check:  check,
+		Per:    "run",
 	}
 }
 
@@ -381,7 +382,7 @@ func (s runStartMax) Run(ctx context.Context, env Env) ([]Result, error) {
 			env.Log("  %v (going on)", err)
 		}
 		env.Log("  step %g/s: %s warm-up + %s", rate, warm, dur)
-		st, err := env.Generator.Run(ctx, Phase{Target: runTarget(env, acct, wf, runStarted), Rate: rate, Warmup: warm, Duration: dur})
+		st, err := env.Generator.Run(ctx, Phase{Target: runTarget(env, acct, wf, runStarted), Rate: rate, Warmup: warm, Duration: dur, CPU: env.CPU})
 		if err != nil {
 			return res, err
 		}
@@ -425,7 +426,11 @@ func runSequential(ctx context.Context, env Env, keyed *api, wf string, c chainC
 	failures, apiMissing := 0, 0
 	firstErr := ""
 	var wall time.Duration
+	var cpu *cpuWindow
 	for i := range c.warmup + c.runs {
+		if i == c.warmup {
+			cpu = env.CPU.from(time.Now(), "run")
+		}
 		t0 := time.Now()
 		d, run, err := dispatchAndWait(ctx, keyed, wf)
 		if ctx.Err() != nil {
@@ -453,6 +458,7 @@ func runSequential(ctx context.Context, env Env, keyed *api, wf string, c chainC
 		}
 	}
 	cst := sequentialStats(client, failures, firstErr, wall)
+	cst.CPU = cpu.stop()
 	sst := sequentialStats(server, failures+apiMissing, "", wall)
 	res := []Result{
 		{Scenario: c.name, Phase: c.what + ", dispatch → completed, client-observed (sequential)", Stats: cst},
@@ -656,6 +662,8 @@ func (s stepRate) Run(ctx context.Context, env Env) ([]Result, error) {
 	)
 	began := time.Now()
 	from, to := began.Add(env.Warmup), began.Add(env.Warmup+env.Duration)
+	// CPU per attempt finished in the window: the same window the attempts are counted in.
+	cpu := env.CPU.between(from, to, "attempt")
 	for time.Now().Before(to) {
 		n, err := countStatuses(ctx, keyed, wf, stepInFlight, "queued", "running")
 		if err != nil {
@@ -722,6 +730,7 @@ func (s stepRate) Run(ctx context.Context, env Env) ([]Result, error) {
 	st := durationStats(durs, failed, firstErr)
 	st.N = len(durs)
 	st.AchievedRate = float64(len(durs)) / env.Duration.Seconds()
+	st.CPU = cpu.stop()
 	note := fmt.Sprintf("target (issue 5: ≥ %.0f step attempts/s with 1 replica): %.0f attempts/s over %s (%d attempts of %d runs kept %d in flight), %s",
 		stepRateTarget, st.AchievedRate, env.Duration, len(durs), len(ids), stepInFlight, verdict(st.AchievedRate >= stepRateTarget))
 	if failed > 0 {
@@ -864,6 +873,7 @@ func (s closedLoop16) Run(ctx context.Context, env Env) ([]Result, error) {
 	env.Log("  %d clients: start, poll every %s until completed, repeat; %s + %s", closedClients, closedPoll, env.Warmup, env.Duration)
 	began := time.Now()
 	from, to := began.Add(env.Warmup), began.Add(env.Warmup+env.Duration)
+	cpu := env.CPU.between(from, to, "run")
 	var (
 		mu       sync.Mutex
 		lat      []time.Duration
@@ -906,6 +916,7 @@ func (s closedLoop16) Run(ctx context.Context, env Env) ([]Result, error) {
 		return nil, ctx.Err()
 	}
 	st := sequentialStats(lat, failed, firstErr, env.Duration)
+	st.CPU = cpu.stop()
 	note := fmt.Sprintf("target (issue 5: closed loop of %d clients ≥ %.0f completed runs/s; Temporal here 52–62/s): %.0f runs/s, %s.",
 		closedClients, closedTarget, st.AchievedRate, verdict(st.AchievedRate >= closedTarget))
 	if failed > 0 {

@@ -27,6 +27,8 @@ type Target struct {
 	// Check, when set, reads the body of an answer with the expected status; an error makes it
 	// a status error too (a 200 that did not do the work is no success).
 	Check func(body []byte) error
+	// Per names what one request is in the CPU line ("run" for POST /run); "request" when empty.
+	Per string
 }
 
 // Phase is one run of the load generator: Warmup at Rate, not recorded, then Duration at Rate,
@@ -36,6 +38,8 @@ type Phase struct {
 	Rate     float64 // requests per second
 	Warmup   time.Duration
 	Duration time.Duration
+	// CPU, when set, measures the CPU of the system's processes over the measured window.
+	CPU *cpuMeter
 }
 
 // Stats summarise the measured part of a phase. Latencies count from the moment a request was
@@ -50,6 +54,10 @@ type Stats struct {
 	P50, P90, P99   time.Duration
 	Max             time.Duration
 	FirstError      string // what the first failed request of the measured window got, for the report
+	// CPU is what the system's processes used in the measured window, by process; nil when
+	// not measured. It belongs to the row whose n it was taken over: rows derived from a
+	// phase's numbers copy the fields they need, not this one.
+	CPU *cpuUse
 }
 
 // Generator sends requests open-loop: each one leaves at its slot of a fixed time grid, no
@@ -154,6 +162,7 @@ func (g *Generator) Run(ctx context.Context, p Phase) (Stats, error) {
 	defer timer.Stop()
 
 	start := time.Now()
+	cpu := p.CPU.from(start.Add(slot(first)), p.Target.Per)
 schedule:
 	for i := range total {
 		at := start.Add(slot(i))
@@ -181,7 +190,10 @@ schedule:
 	if err := ctx.Err(); err != nil {
 		return Stats{}, err
 	}
-	return summarize(samples[first:], start.Add(slot(first)), p.Duration, p.Rate), nil
+	use := cpu.stop()
+	st := summarize(samples[first:], start.Add(slot(first)), p.Duration, p.Rate)
+	st.CPU = use
+	return st, nil
 }
 
 // send makes request i and reads its answer to the end, so the connection goes back to the

@@ -245,6 +245,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		Warmup:         cfg.warmup,
 		Duration:       cfg.duration,
 		Generator:      gen,
+		CPU:            newCPUMeter(ctx),
 		Baseline:       baseline.lines,
 		Log:            say,
 	}

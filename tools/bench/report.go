@@ -73,6 +73,17 @@ func (r report) table() string {
 			notes = append(notes, fmt.Sprintf("- %s: %s\n", res.Scenario, res.Note))
 		}
 	}
+	measured := false
+	for _, res := range r.results {
+		if res.CPU != nil {
+			measured = true
+			ops := res.N - res.TransportErrors - res.StatusErrors
+			notes = append(notes, fmt.Sprintf("- %s, %s: %s\n", res.Scenario, res.Phase, cpuLine(res.CPU, ops)))
+		}
+	}
+	if measured {
+		notes = append(notes, "- "+cpuNote+"\n")
+	}
 	for _, res := range r.results {
 		if res.FirstError != "" {
 			notes = append(notes, fmt.Sprintf("- %s, %s: first failed request: %s\n",

@@ -113,6 +113,7 @@ func (s runStart) Run(ctx context.Context, env Env) ([]Result, error) {
 		Body:   []byte(`{}`),
 		Expect: http.StatusAccepted,
 		Check:  runStarted,
+		Per:    "run",
 	}
 	env.Log("  POST %s (trigger.manual → log) at %g/s", path, env.Rate)
 	st, err := env.Generator.Run(ctx, env.phase(t))

@@ -64,12 +64,15 @@ type Env struct {
 	Warmup    time.Duration
 	Duration  time.Duration
 	Generator *Generator
-	Log       func(format string, args ...any) // progress for the person watching
+	// CPU measures the CPU of the system's processes over a measured window; nil measures
+	// nothing. Phases of env.phase get it; a scenario with a window of its own uses it itself.
+	CPU *cpuMeter
+	Log func(format string, args ...any) // progress for the person watching
 }
 
 // phase is the load of one measured phase at env's rate and durations.
 func (e Env) phase(t Target) Phase {
-	return Phase{Target: t, Rate: e.Rate, Warmup: e.Warmup, Duration: e.Duration}
+	return Phase{Target: t, Rate: e.Rate, Warmup: e.Warmup, Duration: e.Duration, CPU: e.CPU}
 }
 
 // Result is one measured phase of a scenario: one row of the results table.

@@ -89,8 +89,10 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 	ticker.client.Timeout = 3 * time.Minute
 	var ans tickAnswer
 	t0 := time.Now()
+	cpu := env.CPU.from(t0, "tick")
 	err = ticker.call(ctx, http.MethodPost, "/api/admin/tick", map[string]any{}, http.StatusOK, &ans)
 	took := time.Since(t0)
+	use := cpu.stop()
 	if err != nil {
 		return nil, fmt.Errorf("tick: %w", err)
 	}
@@ -116,6 +118,7 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 	}
 	st := sequentialStats(lat, failures, firstErr, took)
 	st.N = 1
+	st.CPU = use
 	return []Result{{
 		Scenario: s.Name(), Phase: fmt.Sprintf("one POST /api/admin/tick claiming and dispatching %d due schedules", tickSchedules),
 		Stats: st, Note: tickFinding(st, took),

@@ -249,9 +249,17 @@ func (s signalResume) Run(ctx context.Context, env Env) ([]Result, error) {
 		resume, finish, pst []time.Duration
 		failed              int
 		firstErr            string
+		cpu                 *cpuWindow
 	)
 	began := time.Now()
 	err = forEach(ctx, signalWarmupRuns+signalRuns, signalWorkers, func(ctx context.Context, i int) error {
+		if i == signalWarmupRuns {
+			// From the first recorded run on; up to signalWorkers-1 warm-up runs still going.
+			w := env.CPU.from(time.Now(), "run")
+			mu.Lock()
+			cpu = w
+			mu.Unlock()
+		}
 		r, f, p, err := signalOnce(ctx, keyed, wf)
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -276,6 +284,7 @@ func (s signalResume) Run(ctx context.Context, env Env) ([]Result, error) {
 	}
 	wall := time.Since(began)
 	rst := sequentialStats(resume, failed, firstErr, wall)
+	rst.CPU = cpu.stop()
 	fst := sequentialStats(finish, failed, "", wall)
 	pst2 := sequentialStats(pst, failed, "", wall)
 	note := fmt.Sprintf("target (issue 5: signal → resume p99 ≤ %d ms), %d runs %d at a time: signal sent → next block started p50 %s / p99 %s / max %s ms, %s; → run finished p50 %s / p99 %s ms (server timestamps truncated to ms: up to 1 ms short).",
@@ -412,6 +421,8 @@ func (s waitingRSS) Run(ctx context.Context, env Env) ([]Result, error) {
 	ids := make([]string, waitingRuns)
 	lat := make([]time.Duration, waitingRuns)
 	began := time.Now()
+	// CPU per run from the first start until every run waits: the fill, not the cancels.
+	cpu := env.CPU.from(began, "run")
 	err = forEach(ctx, waitingRuns, waitingFillWorker, func(ctx context.Context, i int) error {
 		t0 := time.Now()
 		id, err := startRun(ctx, keyed, wf)
@@ -476,6 +487,7 @@ func (s waitingRSS) Run(ctx context.Context, env Env) ([]Result, error) {
 
 	st := sequentialStats(lat, 0, "", filled)
 	st.N = waiting
+	st.CPU = cpu.stop()
 	if waiting != waitingRuns {
 		st.StatusErrors = waitingRuns - waiting
 		st.FirstError = fmt.Sprintf("%d of %d runs waiting", waiting, waitingRuns)
