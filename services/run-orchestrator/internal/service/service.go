@@ -131,7 +131,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
 		API: httpport.NewRouter(httpport.Handlers{Start: start, List: list, Runs: runs,
-			Events: app.NewRunEvents(reader, eng.hub), Stream: cfg.Stream}, log),
+			Events: app.NewRunEvents(reader, eng.hub), OrgStatuses: app.NewOrgStatuses(postgres.NewOrgStatusReader(base.Pool)),
+			Stream: cfg.Stream}, log),
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})

@@ -206,8 +206,18 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	}
 }
 
+// Catch-up pages of the organization's stream: at most orgPage runs a read, orgPages reads a
+// Recheck (a pass longer than that goes on at the next one).
+const (
+	orgPage  = 200
+	orgPages = 5
+)
+
 // orgEvents streams run.status events of the organization's runs as they change, filtered by
-// workflowId and status. Best effort: no ids, no resume (a list reloads, then follows).
+// workflowId and status. Best effort: no ids, no resume (a list reloads, then follows). A
+// notification wakes it for the run named; every Recheck it also reads the runs whose status
+// changed since its last read (app.CatchUp), so a lost notification delays an event by at most
+// that.
 func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	workflowID, status := q.Get("workflowId"), run.Status(q.Get("status"))
@@ -218,14 +228,27 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 		return errs.Newf(errs.InvalidQuery, "workflowId must be at most 200 characters")
 	}
 	o := org(r)
-	ev := s.h.Events
-	changed, stop := ev.Waker().WatchOrg(o)
+	changed, stop := s.h.Events.Waker().WatchOrg(o)
 	defer stop()
+	// Watch, then take the horizon: a change committed in between is read by the first pass.
+	h, err := s.h.OrgStatuses.Horizon(r.Context())
+	if err != nil {
+		return err
+	}
+	catch := app.NewCatchUp(h)
 	out := startSSE(w)
 	cfg := s.stream.withDefaults()
-	heartbeat := time.NewTicker(cfg.Heartbeat)
+	heartbeat, recheck := time.NewTicker(cfg.Heartbeat), time.NewTicker(cfg.Recheck)
 	defer heartbeat.Stop()
-	sent := map[string]run.Status{}
+	defer recheck.Stop()
+	seen := orgSeen{}
+	// offer sends rec's status unless it is the one last seen for the run or filtered out.
+	offer := func(rec run.Record, at time.Time) error {
+		if (workflowID != "" && rec.WorkflowID != workflowID) || !seen.see(rec, at) || (status != "" && rec.Status != status) {
+			return nil
+		}
+		return out.event("", app.EventStatus, toStatusData(rec, 0))
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -242,16 +265,62 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				}
 				return nil // headers are sent: end the stream, the client reconnects
 			}
-			if sent[id] == rec.Status || (workflowID != "" && rec.WorkflowID != workflowID) || (status != "" && rec.Status != status) {
-				continue
-			}
-			sent[id] = rec.Status
-			if rec.Status.Terminal() {
-				delete(sent, id) // a terminal status never changes again
-			}
-			if out.event("", app.EventStatus, toStatusData(rec, 0)) != nil || out.flush() != nil {
+			// A terminal status's time is the run's finish (the same commit set both).
+			if offer(rec, rec.FinishedAt) != nil || out.flush() != nil {
 				return nil
 			}
+		case <-recheck.C:
+			for range orgPages {
+				page, h, err := s.h.OrgStatuses.After(r.Context(), o, workflowID, catch.After(), orgPage)
+				if err != nil {
+					if r.Context().Err() == nil {
+						s.log.WarnContext(r.Context(), "run status events: catch-up read failed; the client reconnects", "err", err)
+					}
+					return nil // headers are sent: end the stream
+				}
+				for _, c := range page {
+					if offer(c.Run, c.At) != nil {
+						return nil
+					}
+				}
+				if len(page) > 0 && out.flush() != nil {
+					return nil
+				}
+				var done bool
+				if catch, done = catch.Next(page, orgPage, h); done {
+					seen.forget(catch.Floor())
+					break
+				}
+			}
+		}
+	}
+}
+
+// orgSeen is the last status the organization's stream saw of each run (sent, or filtered out
+// by status), with when the run took it when known.
+type orgSeen map[string]seenStatus
+
+type seenStatus struct {
+	status run.Status
+	at     time.Time
+}
+
+// see records rec's status; false when it is the one last seen.
+func (m orgSeen) see(rec run.Record, at time.Time) bool {
+	if s, ok := m[rec.ID]; ok && s.status == rec.Status {
+		return false
+	}
+	m[rec.ID] = seenStatus{status: rec.Status, at: at}
+	return true
+}
+
+// forget drops the terminal statuses taken before floor: a terminal status never changes and
+// the catch-up reads nothing before its floor again, so no read brings them back. (Others are
+// kept: a running run's next change would otherwise send running again.)
+func (m orgSeen) forget(floor time.Time) {
+	for id, s := range m {
+		if s.status.Terminal() && s.at.Before(floor) {
+			delete(m, id)
 		}
 	}
 }

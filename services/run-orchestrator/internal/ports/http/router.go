@@ -23,9 +23,11 @@ type Handlers struct {
 	Start app.StartRunHandler
 	List  app.ListRunsHandler
 	Runs  app.Runs
-	// Events serves the event streams; Stream paces them.
-	Events app.RunEvents
-	Stream StreamConfig
+	// Events serves the event streams, OrgStatuses the organization stream's catch-up reads;
+	// Stream paces them.
+	Events      app.RunEvents
+	OrgStatuses app.OrgStatuses
+	Stream      StreamConfig
 }
 
 type server struct {

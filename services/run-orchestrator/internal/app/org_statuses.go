@@ -1,0 +1,116 @@
+package app
+
+// The organization's stream (GET /api/runs/events) is woken by notifications, which can be lost
+// (the listener reconnecting, a notification of another replica's commit that never comes).
+// It also reads, every Recheck, the organization's runs whose status changed since it last read,
+// so a lost notification delays a list's update by at most that. This file is the read's port
+// and where the reading stands (CatchUp, pure).
+
+import (
+	"context"
+	"time"
+
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+// StatusKey orders the runs' status changes: by when the run took its status, then by run id.
+type StatusKey struct {
+	At    time.Time
+	RunID string
+}
+
+// RunStatus is a run as a catch-up read finds it, with when it took its present status
+// (runs.status_at: the start of the transaction that set it, on the database's clock).
+type RunStatus struct {
+	Run run.Record
+	At  time.Time
+}
+
+// Key is the change's place in the read order.
+func (s RunStatus) Key() StatusKey { return StatusKey{At: s.At, RunID: s.Run.ID} }
+
+// OrgStatusReader reads an organization's runs by when they took their present status.
+type OrgStatusReader interface {
+	// Horizon is a time no status change still to commit can carry: every change a read
+	// started after Horizon returned does not see commits with a later time.
+	Horizon(ctx context.Context) (time.Time, error)
+	// StatusesAfter lists org's runs (of workflowID unless "") whose status key is after
+	// after, in key order, at most limit; and the Horizon as it stood before the read.
+	StatusesAfter(ctx context.Context, org, workflowID string, after StatusKey, limit int) ([]RunStatus, time.Time, error)
+}
+
+// OrgStatuses are the organization stream's catch-up reads (a store that cannot be reached is
+// an *UnavailableError).
+type OrgStatuses struct{ reader OrgStatusReader }
+
+// NewOrgStatuses returns the catch-up reads over reader.
+func NewOrgStatuses(reader OrgStatusReader) OrgStatuses {
+	if reader == nil {
+		panic("nil reader")
+	}
+	return OrgStatuses{reader: reader}
+}
+
+// Horizon is where a stream opened now starts catching up.
+func (o OrgStatuses) Horizon(ctx context.Context) (time.Time, error) {
+	t, err := o.reader.Horizon(ctx)
+	return t, storeError(err)
+}
+
+// After reads one page of org's status changes after the key after, and the horizon before it.
+func (o OrgStatuses) After(ctx context.Context, org, workflowID string, after StatusKey, limit int) ([]RunStatus, time.Time, error) {
+	page, h, err := o.reader.StatusesAfter(ctx, org, workflowID, after, limit)
+	return page, h, storeError(err)
+}
+
+// CatchUp is where the organization stream's reading stands. A pass reads every status change
+// at or after its floor, a page at a time in key order. Its next floor is not the last change
+// it read but the horizon of its first page: a transaction that began earlier may commit
+// after the read with an older time (status_at is the transaction's start, not its commit),
+// and the horizon is a time before every such transaction's start (the oldest one open, less a
+// margin). So consecutive passes overlap by the changes between the horizon and the read, which
+// they read twice: the stream sends a status only when it differs from the one it last saw for
+// the run, so the overlap costs a read, never a duplicate event. A pass longer than a page
+// continues from its last key (pages after the first may miss a change that commits between
+// them with a time before that key; its time is after the first page's horizon, so the next
+// pass reads it).
+type CatchUp struct {
+	floor   time.Time
+	pos     StatusKey // the last key the pass read so far
+	horizon time.Time // the horizon of the pass's first page
+	inPass  bool
+}
+
+// NewCatchUp starts reading at horizon (a Horizon read when the stream opened).
+func NewCatchUp(horizon time.Time) CatchUp { return CatchUp{floor: horizon} }
+
+// Floor is where the next pass starts: every change before it has been read.
+func (c CatchUp) Floor() time.Time { return c.floor }
+
+// After is the key the next page is read after.
+func (c CatchUp) After() StatusKey {
+	if c.inPass {
+		return c.pos
+	}
+	return StatusKey{At: c.floor} // every run id sorts after ""
+}
+
+// Next is where the reading stands after a page read from After(): page in key order, read
+// with at most limit rows, and the horizon the read returned. done reports that the pass is
+// over (the page was not full); the next pass starts at the new Floor.
+func (c CatchUp) Next(page []RunStatus, limit int, horizon time.Time) (next CatchUp, done bool) {
+	if !c.inPass {
+		c.inPass, c.horizon = true, horizon
+	}
+	if len(page) < limit || len(page) == 0 {
+		// The floor never goes back (a horizon before it would mean a transaction older than
+		// the last pass's horizon, which that horizon accounted for).
+		floor := c.floor
+		if c.horizon.After(floor) {
+			floor = c.horizon
+		}
+		return CatchUp{floor: floor}, true
+	}
+	c.pos = page[len(page)-1].Key()
+	return c, false
+}

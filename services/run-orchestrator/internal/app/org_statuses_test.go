@@ -1,0 +1,52 @@
+package app_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
+)
+
+func changed(id string, at time.Time) app.RunStatus {
+	return app.RunStatus{Run: run.Record{ID: id}, At: at}
+}
+
+// TestCatchUpWatermark: a pass's next floor is its first page's horizon, never the last change
+// it read (a transaction that began before the read may commit after it with an older time);
+// a full page continues after its last key within the pass; the floor never goes back.
+func TestCatchUpWatermark(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+
+	c := app.NewCatchUp(at(0))
+	require.Equal(t, app.StatusKey{At: at(0)}, c.After(), "a pass starts at its floor, every run id included")
+
+	// One short page: the pass is over; the next starts at the horizon (5 s), not at the
+	// last change read (9 s), so a change that commits later at 6 s is still read.
+	c, done := c.Next([]app.RunStatus{changed("run_a", at(3)), changed("run_b", at(9))}, 3, at(5))
+	require.True(t, done)
+	require.Equal(t, at(5), c.Floor())
+	require.Equal(t, app.StatusKey{At: at(5)}, c.After())
+
+	// Full pages: the pass goes on after the last key; its floor becomes the FIRST page's
+	// horizon, whatever later pages' horizons say.
+	c, done = c.Next([]app.RunStatus{changed("run_a", at(6)), changed("run_b", at(7))}, 2, at(8))
+	require.False(t, done)
+	require.Equal(t, app.StatusKey{At: at(7), RunID: "run_b"}, c.After())
+	require.Equal(t, at(5), c.Floor(), "the floor moves only when a pass ends")
+	c, done = c.Next([]app.RunStatus{changed("run_c", at(7)), changed("run_d", at(12))}, 2, at(11))
+	require.False(t, done)
+	require.Equal(t, app.StatusKey{At: at(12), RunID: "run_d"}, c.After())
+	c, done = c.Next(nil, 2, at(13))
+	require.True(t, done)
+	require.Equal(t, at(8), c.Floor())
+
+	// A horizon behind the floor (a clock stepping back) does not move it back.
+	c, done = c.Next(nil, 2, at(1))
+	require.True(t, done)
+	require.Equal(t, at(8), c.Floor())
+}

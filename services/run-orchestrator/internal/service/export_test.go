@@ -1,0 +1,19 @@
+package service
+
+import "context"
+
+// StopWorking stops the replica's job workers and wait timers: it executes no run any more,
+// while its HTTP surface, its streams and its listener go on (tests: a replica serving the
+// streams of runs another replica executes).
+func (a *Application) StopWorking(ctx context.Context) error {
+	a.engine.timers.Stop()
+	return a.engine.queue.Stop(ctx)
+}
+
+// StopListening ends the replica's listener (and its notifier, which has nothing to send on a
+// replica that executes nothing): its streams hear of no commit and learn of changes only by
+// reading again.
+func (a *Application) StopListening() {
+	a.engine.bgCancel()
+	a.engine.bgDone.Wait()
+}
