@@ -34,12 +34,6 @@ type WorkflowCatalog interface {
 
 // Engine owns every write to runs: dispatch in one transaction, cancel, signals.
 type Engine interface {
-	// Dispatch stores the run, its idempotency record (when key is set) and its first job in
-	// one transaction. With a key already used in org within 24 h it stores nothing and returns
-	// the earlier run's id with deduplicated true.
-	Dispatch(ctx context.Context, r run.NewRun, key string) (id string, deduplicated bool, err error)
-	// RunForKey returns the run an unexpired idempotency key names, or "".
-	RunForKey(ctx context.Context, org, key string) (string, error)
 	// DispatchMany stores runs, their idempotency records (keys[i] for runs[i]; "" for none;
 	// the set pairs distinct) and their first jobs in one transaction. It returns per run the
 	// run holding its key: runs[i].ID when stored, else the run of a concurrent start that

@@ -2,7 +2,6 @@ package app
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,77 +29,6 @@ type StartRun struct {
 type Started struct {
 	RunID        string
 	Deduplicated bool
-}
-
-// StartRunHandler dispatches runs: snapshot from the editor, checks, one transaction.
-type StartRunHandler struct {
-	catalog WorkflowCatalog
-	engine  Engine
-}
-
-// NewStartRunHandler returns the handler; both ports are required.
-func NewStartRunHandler(catalog WorkflowCatalog, engine Engine) StartRunHandler {
-	if catalog == nil || engine == nil {
-		panic("nil catalog or engine")
-	}
-	return StartRunHandler{catalog: catalog, engine: engine}
-}
-
-// Handle starts the run, or returns run.ErrWorkflowNotFound, *run.InvalidWorkflowError,
-// *run.InvalidInputError, *UnavailableError (the editor or the store could not answer) or
-// *DispatchError.
-func (h StartRunHandler) Handle(ctx context.Context, cmd StartRun) (Started, error) {
-	if err := checkKey(cmd.IdempotencyKey); err != nil {
-		return Started{}, err
-	}
-	if !plainID(cmd.Workflow.ID) || !plainID(cmd.Workflow.Name) {
-		return Started{}, run.ErrWorkflowNotFound // no workflow has such an id; the editor is not asked
-	}
-	if cmd.IdempotencyKey != "" {
-		// A redelivery costs no editor call.
-		id, err := h.engine.RunForKey(ctx, cmd.OrganizationID, cmd.IdempotencyKey)
-		if err != nil {
-			return Started{}, dispatchError("the run store is unavailable; nothing was started", err)
-		}
-		if id != "" {
-			return Started{RunID: id, Deduplicated: true}, nil
-		}
-	}
-	snap, err := h.catalog.Workflow(ctx, cmd.OrganizationID, cmd.Workflow)
-	if errors.Is(err, run.ErrWorkflowNotFound) {
-		return Started{}, run.ErrWorkflowNotFound
-	}
-	if err != nil {
-		// The catalog's errors other than not-found all mean the editor could not answer: a
-		// transient state, 503 like every other peer outage (the chaos suite saw 500s).
-		return Started{}, &UnavailableError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
-	}
-	if len(snap.ValidationErrors) > 0 {
-		return Started{}, &run.InvalidWorkflowError{Errors: snap.ValidationErrors}
-	}
-	def, err := run.ParseDefinition(snap.Definition)
-	if err != nil {
-		return Started{}, &DispatchError{Message: "the workflow definition could not be read", Err: err}
-	}
-	input := cmd.Input
-	if len(bytes.TrimSpace(input)) == 0 {
-		input = json.RawMessage("null")
-	}
-	if err := checkInput(def, input); err != nil {
-		return Started{}, err
-	}
-	trigger := cmd.Trigger
-	if len(trigger) == 0 {
-		trigger = json.RawMessage(`{"kind":"manual"}`)
-	}
-	id, dedup, err := h.engine.Dispatch(ctx, run.NewRun{
-		ID: wire.NewID(wire.Run), OrganizationID: cmd.OrganizationID, WorkflowID: snap.ID,
-		WorkflowVersion: snap.Version, Definition: snap.Definition, Input: input, Trigger: trigger,
-	}, cmd.IdempotencyKey)
-	if err != nil {
-		return Started{}, dispatchError("the run could not be stored; nothing was started", err)
-	}
-	return Started{RunID: id, Deduplicated: dedup}, nil
 }
 
 // dispatchError is a store failure before anything was stored: *UnavailableError (503) when

@@ -70,8 +70,9 @@ type prepared struct {
 	err    error
 }
 
-// Handle answers every start of cmds, in order. The error is *TooManyStartsError or a
-// *DispatchError (the editor or the store could not answer): then nothing was stored.
+// Handle answers every start of cmds, in order. The error is *TooManyStartsError, an
+// *UnavailableError (the editor or the store could not be reached) or a *DispatchError: then
+// nothing was stored.
 func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartRunResult, error) {
 	if len(cmds) > MaxStartRuns {
 		return nil, &TooManyStartsError{N: len(cmds)}
@@ -163,7 +164,7 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 	}
 	ids, err := h.engine.DispatchMany(ctx, runs, keys)
 	if err != nil {
-		return nil, &DispatchError{Message: "the runs could not be stored; nothing was started", Err: err}
+		return nil, dispatchError("the runs could not be stored; nothing was started", err)
 	}
 	for i, j := range runOf {
 		if j < 0 {
@@ -193,7 +194,7 @@ func (h StartRunsHandler) knownKeys(ctx context.Context, cmds []StartRun) (map[i
 	}
 	ids, err := h.engine.RunsForKeys(ctx, orgs, keys)
 	if err != nil {
-		return nil, &DispatchError{Message: "the run store is unavailable; nothing was started", Err: err}
+		return nil, dispatchError("the run store is unavailable; nothing was started", err)
 	}
 	known := make(map[idemKey]string, len(ids))
 	for i, id := range ids {
@@ -238,7 +239,9 @@ func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pendin
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
-		return nil, &DispatchError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
+		// The catalog's errors other than not-found all mean the editor could not answer: a
+		// transient state, 503 like every other peer outage.
+		return nil, &UnavailableError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
 	}
 	out := make(map[workflowKey]prepared, len(wanted))
 	for j, k := range wanted {

@@ -123,11 +123,12 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	hc := httpclient.New(httpclient.Config{Peer: "workflow-editor", BaseURL: cfg.EditorURL, Timeout: 5 * time.Second,
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
-	start := app.NewStartRunHandler(catalog, eng)
+	batch := app.NewStartRunsHandler(catalog, eng)
+	start := app.NewStartGroup(batch, app.DefaultStartSlots)
 	reader := postgres.NewRunReader(base.Pool)
 	runs := app.NewRuns(reader, eng)
 	list := app.NewListRunsHandler(reader, catalog)
-	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, app.NewStartRunsHandler(catalog, eng)),
+	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, batch),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
 		API: httpport.NewRouter(httpport.Handlers{Start: start, List: list, Runs: runs,

@@ -15,28 +15,6 @@ import (
 
 var errDuplicateKey = errors.New("idempotency key already used")
 
-// Dispatch stores the run, its idempotency record and its first job in one transaction: the
-// batch of one of DispatchMany. When a start under 24 h old already holds the key, nothing is
-// stored and that run's id comes back with deduplicated set.
-func (s *Store) Dispatch(ctx context.Context, r run.NewRun, key string) (string, bool, error) {
-	ids, err := s.DispatchMany(ctx, []run.NewRun{r}, []string{key})
-	if err != nil {
-		return "", false, err
-	}
-	return ids[0], ids[0] != r.ID, nil
-}
-
-// RunForKey returns the run an idempotency key of org names, if the key is under 24 h old.
-func (s *Store) RunForKey(ctx context.Context, org, key string) (string, error) {
-	var id string
-	err := s.pool.QueryRow(ctx, `SELECT run_id FROM idempotency_keys WHERE organization_id = $1 AND key = $2
-		AND created_at >= now() - interval '24 hours'`, org, key).Scan(&id)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return "", nil
-	}
-	return id, err
-}
-
 // DispatchMany stores runs, their idempotency records (keys[i] is runs[i]'s key; "" for none)
 // and their first jobs in one transaction. The (organization, key) pairs that are set must be
 // distinct. It returns, per run, the run that holds its key: runs[i].ID when it was stored, or

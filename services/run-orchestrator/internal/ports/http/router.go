@@ -20,7 +20,7 @@ import (
 
 // Handlers are the use cases the routes call.
 type Handlers struct {
-	Start app.StartRunHandler
+	Start *app.StartGroup
 	List  app.ListRunsHandler
 	Runs  app.Runs
 	// Events serves the event streams, OrgStatuses the organization stream's catch-up reads;

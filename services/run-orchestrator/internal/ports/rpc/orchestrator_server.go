@@ -18,12 +18,12 @@ import (
 // OrchestratorServer starts runs for the scheduler and webhook-ingress.
 type OrchestratorServer struct {
 	orchestratorv1connect.UnimplementedOrchestratorServiceHandler
-	start app.StartRunHandler
+	start *app.StartGroup
 	batch app.StartRunsHandler
 }
 
 // NewOrchestratorServer returns the server over the start-run use cases.
-func NewOrchestratorServer(start app.StartRunHandler, batch app.StartRunsHandler) *OrchestratorServer {
+func NewOrchestratorServer(start *app.StartGroup, batch app.StartRunsHandler) *OrchestratorServer {
 	return &OrchestratorServer{start: start, batch: batch}
 }
 
