@@ -41,6 +41,12 @@ func scanRun(row pgx.Row) (run.Record, error) {
 	if err != nil {
 		return run.Record{}, err
 	}
+	fillRun(&r, started, finished, wakeAt, wBlock, wKind, wSignal)
+	return r, nil
+}
+
+// fillRun sets the run's times and its wait from their nullable columns.
+func fillRun(r *run.Record, started, finished, wakeAt *time.Time, wBlock, wKind, wSignal *string) {
 	if started != nil {
 		r.StartedAt = *started
 	}
@@ -56,7 +62,6 @@ func scanRun(row pgx.Row) (run.Record, error) {
 			r.Waiting.Signal = *wSignal
 		}
 	}
-	return r, nil
 }
 
 // Get returns the run id of org, or run.ErrNotFound.
@@ -131,7 +136,9 @@ func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, li
 func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (snap run.Snapshot, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`)
-	b.Queue(`SELECT `+runColumns+`, r.change_seq`+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org)
+	// The events need the run's status and what goes with it, not its definition or input.
+	b.Queue(`SELECT r.id, r.organization_id, r.workflow_id, r.workflow_version, r.status, r.error, r.created_at, r.started_at,
+		r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name, r.change_seq`+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org)
 	b.Queue(`SELECT id, block_id, type, attempt, status, seq, coalesce(started_seq, 0), started_at, finished_at, retry_at,
 		error, coalesce(octet_length(output::text), 0)
 		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq`, id, after)
@@ -150,7 +157,7 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 	if _, err := br.Exec(); err != nil {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
-	snap.Run, err = scanRun(withExtra{br.QueryRow(), &snap.ChangeSeq})
+	snap.Run, snap.ChangeSeq, err = scanSnapshotRun(br.QueryRow())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, run.ErrNotFound)
 	}
@@ -167,6 +174,22 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 		return run.Snapshot{}, fmt.Errorf("snapshot of %s: %w", id, err)
 	}
 	return snap, nil
+}
+
+// scanSnapshotRun scans the run as Snapshot reads it: no definition, input, output or trigger.
+func scanSnapshotRun(row pgx.Row) (run.Record, int64, error) {
+	var (
+		r                         run.Record
+		seq                       int64
+		started, finished, wakeAt *time.Time
+		wBlock, wKind, wSignal    *string
+	)
+	if err := row.Scan(&r.ID, &r.OrganizationID, &r.WorkflowID, &r.WorkflowVersion, &r.Status, &r.Error, &r.CreatedAt, &started, &finished,
+		&wBlock, &wKind, &wakeAt, &wSignal, &seq); err != nil {
+		return run.Record{}, 0, err
+	}
+	fillRun(&r, started, finished, wakeAt, wBlock, wKind, wSignal)
+	return r, seq, nil
 }
 
 // readAttemptChanges reads the batch's next result: attempts as the stream reads them.
