@@ -46,79 +46,110 @@ func (s *Store) DispatchMany(ctx context.Context, runs []run.NewRun, keys []stri
 	slices.SortFunc(keyed, func(a, b int) int {
 		return cmp.Or(cmp.Compare(runs[a].OrganizationID, runs[b].OrganizationID), cmp.Compare(keys[a], keys[b]))
 	})
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		n := len(runs)
-		rid, org, wf, def, in, trig := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		ver := make([]int64, n)
-		for i, r := range runs {
-			rid[i], org[i], wf[i], ver[i] = r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion
-			def[i], in[i], trig[i] = string(r.Definition), string(r.Input), string(r.Trigger)
-			ids[i] = r.ID
-		}
-		if _, err := tx.Exec(ctx, `INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger)
-			SELECT id, org, wf, ver, def::jsonb, input::jsonb, 'queued', trig::jsonb
-			FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(id, org, wf, ver, def, input, trig)`,
-			rid, org, wf, ver, def, in, trig); err != nil {
-			return fmt.Errorf("insert runs: %w", err)
-		}
-		if len(keyed) > 0 {
-			lost, err := s.insertKeys(ctx, tx, runs, keys, keyed)
-			if err != nil {
-				return err
-			}
-			var drop []string
-			for i, winner := range lost {
-				ids[i] = winner
-				drop = append(drop, runs[i].ID)
-			}
-			if len(drop) > 0 {
-				if _, err := tx.Exec(ctx, `DELETE FROM runs WHERE id = ANY($1)`, drop); err != nil {
-					return fmt.Errorf("drop runs whose key was taken: %w", err)
-				}
-			}
-		}
-		jobs := make([]string, 0, n)
-		for i, r := range runs {
-			if ids[i] == r.ID {
-				jobs = append(jobs, r.ID)
-			}
-		}
-		if len(jobs) > 0 {
-			if err := s.jobs.Insert(ctx, tx, jobs, time.Time{}); err != nil {
-				return fmt.Errorf("insert jobs: %w", err)
-			}
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.dispatch(ctx, runs, keys, keyed, ids); err != nil {
 		return nil, fmt.Errorf("dispatch many: %w", err)
 	}
 	return ids, nil
 }
 
-// insertKeys inserts the idempotency records of runs[keyed...]; a key older than 24 h is
-// taken over, a fresh one is the earlier start's. A key a concurrent start holds (committed before this statement got
-// its row lock) is lost: the result maps each such run's index to the winner's run id.
-func (s *Store) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, keyed []int) (map[int]string, error) {
+// dispatch is DispatchMany's transaction. BEGIN travels with the runs' and the keys' inserts
+// in one round trip; River's insert of the jobs and the COMMIT follow. ids[i] is set to the
+// run holding runs[i]'s key.
+func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, keyed []int, ids []string) (err error) {
+	pc, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("acquire a connection: %w", err)
+	}
+	// Release destroys a connection left inside a transaction rather than reuse it.
+	defer pc.Release()
+	conn := pc.Conn()
+	defer func() {
+		if err != nil {
+			rollback(context.WithoutCancel(ctx), conn)
+		}
+	}()
+	n := len(runs)
+	rid, org, wf, def, in, trig := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ver := make([]int64, n)
+	for i, r := range runs {
+		rid[i], org[i], wf[i], ver[i] = r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion
+		def[i], in[i], trig[i] = string(r.Definition), string(r.Input), string(r.Trigger)
+		ids[i] = r.ID
+	}
+	first := &pgx.Batch{}
+	first.Queue("BEGIN")
+	first.Queue(`INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger)
+		SELECT id, org, wf, ver, def::jsonb, input::jsonb, 'queued', trig::jsonb
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[]) AS r(id, org, wf, ver, def, input, trig)`,
+		rid, org, wf, ver, def, in, trig)
+	var won []string
+	if len(keyed) > 0 {
+		queueKeys(first, runs, keys, keyed, &won)
+	}
+	if err := conn.SendBatch(ctx, first).Close(); err != nil {
+		return fmt.Errorf("insert runs and keys: %w", err)
+	}
+	tx := connTx{conn}
+	if len(keyed) > 0 && len(won) < len(keyed) {
+		lost, err := lostKeys(ctx, tx, runs, keys, keyed, won)
+		if err != nil {
+			return err
+		}
+		var drop []string
+		for i, winner := range lost {
+			ids[i] = winner
+			drop = append(drop, runs[i].ID)
+		}
+		if _, err := tx.Exec(ctx, `DELETE FROM runs WHERE id = ANY($1)`, drop); err != nil {
+			return fmt.Errorf("drop runs whose key was taken: %w", err)
+		}
+	}
+	jobs := make([]string, 0, n)
+	for i, r := range runs {
+		if ids[i] == r.ID {
+			jobs = append(jobs, r.ID)
+		}
+	}
+	if len(jobs) > 0 {
+		if err := s.jobs.Insert(ctx, tx, jobs, time.Time{}); err != nil {
+			return fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
+	if st := conn.PgConn().TxStatus(); st != 'I' {
+		return fmt.Errorf("the commit left the connection in transaction state %q", st)
+	}
+	return nil
+}
+
+// queueKeys queues the insert of the idempotency records of runs[keyed...] into b; a key older
+// than 24 h is taken over, a fresh one is the earlier start's. The runs whose key was stored
+// are appended to won; a key a concurrent start holds (committed before this statement got
+// its row lock) is not.
+func queueKeys(b *pgx.Batch, runs []run.NewRun, keys []string, keyed []int, won *[]string) {
 	org, key, rid := make([]string, len(keyed)), make([]string, len(keyed)), make([]string, len(keyed))
 	for j, i := range keyed {
 		org[j], key[j], rid[j] = runs[i].OrganizationID, keys[i], runs[i].ID
 	}
-	rows, err := tx.Query(ctx, `INSERT INTO idempotency_keys (organization_id, key, run_id)
+	b.Queue(`INSERT INTO idempotency_keys (organization_id, key, run_id)
 		SELECT org, key, rid FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS k(org, key, rid, n) ORDER BY n
 		ON CONFLICT (organization_id, key) DO UPDATE SET run_id = excluded.run_id, created_at = now()
 		WHERE idempotency_keys.created_at < now() - interval '24 hours'
-		RETURNING run_id`, org, key, rid)
-	if err != nil {
-		return nil, fmt.Errorf("insert idempotency keys: %w", err)
-	}
-	won, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return nil, fmt.Errorf("insert idempotency keys: %w", err)
-	}
-	if len(won) == len(keyed) {
-		return nil, nil
-	}
+		RETURNING run_id`, org, key, rid).Query(func(rows pgx.Rows) error {
+		ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		*won = ids
+		if err != nil {
+			return fmt.Errorf("insert idempotency keys: %w", err)
+		}
+		return nil
+	})
+}
+
+// lostKeys reads, for each run of keyed whose key a concurrent start holds (not in won), the
+// winner's run: the result maps the run's index to it.
+func lostKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, keyed []int, won []string) (map[int]string, error) {
 	stored := make(map[string]bool, len(won))
 	for _, id := range won {
 		stored[id] = true
@@ -132,7 +163,7 @@ func (s *Store) insertKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, ke
 		}
 	}
 	// A new statement sees the winners' commits (read committed).
-	rows, err = tx.Query(ctx, `SELECT i.organization_id, i.key, i.run_id FROM idempotency_keys i
+	rows, err := tx.Query(ctx, `SELECT i.organization_id, i.key, i.run_id FROM idempotency_keys i
 		JOIN unnest($1::text[], $2::text[]) AS k(org, key) ON i.organization_id = k.org AND i.key = k.key`, lostOrg, lostKey)
 	if err != nil {
 		return nil, fmt.Errorf("read idempotency keys: %w", err)
