@@ -65,7 +65,7 @@ func TestConcurrentStartsPinTheCurrentVersion(t *testing.T) {
 				map[string]any{"operation_type": "update", "block_id": "say", "params": map[string]any{"message": fmt.Sprintf("v%d", k)}},
 			}})
 			if err != nil || status != http.StatusOK {
-				fail(fmt.Errorf("patch %d: %d %v %v", k, status, body, err))
+				fail(fmt.Errorf("patch %d: %d %v: %w", k, status, body, err))
 				return
 			}
 			latest.Store(int64(body["version"].(float64)))
@@ -77,7 +77,7 @@ func TestConcurrentStartsPinTheCurrentVersion(t *testing.T) {
 				floor := latest.Load()
 				status, body, err := post("/api/workflows/"+wf+"/run", map[string]any{})
 				if err != nil || status != http.StatusAccepted {
-					fail(fmt.Errorf("start: %d %v %v", status, body, err))
+					fail(fmt.Errorf("start: %d %v: %w", status, body, err))
 					return
 				}
 				mu.Lock()

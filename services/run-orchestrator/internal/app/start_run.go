@@ -40,15 +40,6 @@ func dispatchError(msg string, err error) error {
 	return &DispatchError{Message: msg, Err: err}
 }
 
-// checkInput validates input against the trigger block's input_schema, when it has one.
-func checkInput(def run.Definition, input json.RawMessage) error {
-	sch, err := compileInputSchema(def)
-	if err != nil {
-		return err
-	}
-	return validateInput(sch, input)
-}
-
 // compileInputSchema compiles the trigger block's input_schema; nil when it has none.
 func compileInputSchema(def run.Definition) (*jsonschema.Schema, error) {
 	var schema any
