@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/e2e/harness"
 )
 
 // sseEvent is one Server-Sent Event as a client reads it.
@@ -346,4 +348,42 @@ func (s *sseStream) heartbeatsSeen() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.heartbeats
+}
+
+// TestRunEventsStreamCapAcrossGateways: the cap on a principal's open streams holds across
+// gateway replicas (the slots are counted in Redis), and a stream closed on one gateway frees
+// a slot on the other.
+func TestRunEventsStreamCapAcrossGateways(t *testing.T) {
+	t.Parallel()
+	sys := startIdentitySystem(t, map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000000", "SVC_GATEWAY_MAX_STREAMS": "2"})
+	second := harness.FreeAddr(t)
+	sys.Run(t, harness.Gateway, map[string]string{"SVC_PUBLIC_ADDR": second, "SVC_GATEWAY_ADMIN_ADDR": harness.FreeAddr(t)})
+	u := newRunsUser(t, sys, "events-cap-2").byAPIKey()
+	wf := u.workflow("hold", wfDef(wfBlocks(wfTrigger(nil), wfBlock("hold", "wait", map[string]any{"signal": "go"})), wfEdge("start", "hold")))
+	id := u.startRun(wf, nil)
+	viaSecond := u.c.with(func(c *client) { c.base = "http://" + second })
+
+	ctx, drop := context.WithCancel(t.Context())
+	one := openEvents(t, ctx, u.c, "/api/runs/"+id+"/events", "")
+	require.Equal(t, http.StatusOK, one.Status, one.Body)
+	two := openEvents(t, t.Context(), viaSecond, "/api/runs/"+id+"/events", "")
+	require.Equal(t, http.StatusOK, two.Status, two.Body)
+	for _, c := range []*client{u.c, viaSecond} {
+		over := openEvents(t, t.Context(), c, "/api/runs/events", "")
+		require.Equal(t, http.StatusTooManyRequests, over.Status, "a third stream on either gateway: %s", over.Body)
+	}
+	drop() // the stream on the first gateway closes: the second gateway has a slot again
+	for range one.Events {
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		s := openEvents(t, t.Context(), viaSecond, "/api/runs/events", "")
+		if s.Status == http.StatusOK {
+			break
+		}
+		require.Equal(t, http.StatusTooManyRequests, s.Status)
+		require.True(t, time.Now().Before(deadline), "the closed stream never gave its slot back")
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.Equal(t, http.StatusAccepted, u.c.post("/api/runs/"+id+"/cancel", nil).Status)
 }

@@ -41,8 +41,8 @@ type Config struct {
 	// GuardCacheTTL is how long the guard may reuse an identity while identity's revocation
 	// epoch has not moved; 0 resolves every request.
 	GuardCacheTTL time.Duration
-	// MaxStreams is how many run event streams one principal may hold open on one gateway
-	// (SVC_GATEWAY_MAX_STREAMS, 20); past it 429 rate_limited.
+	// MaxStreams is how many run event streams one principal may hold open at once, across
+	// gateway replicas (SVC_GATEWAY_MAX_STREAMS, 20); past it 429 rate_limited.
 	MaxStreams int
 	Base       boot.Config
 }
@@ -113,6 +113,11 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
 	}
 	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams)
+	if base.Redis != nil {
+		// The cap on open streams holds across replicas, counted in Redis (on each replica
+		// alone while Redis fails).
+		gw = gw.WithStreamSlots(ratelimiter.NewRedisStreamSlots(base.Redis, base.Keys, ratelimiter.DefaultStreamLease))
+	}
 
 	// The gateway's own /ready: identity (the guard) is required. Redis is not: without it the
 	// gateway limits in process and keeps serving, so a Redis outage marks it degraded rather

@@ -1,43 +1,40 @@
 package http
 
 import (
-	"net/http/httptest"
+	"context"
+	"log/slog"
 	"testing"
+	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
+	"svc.dev/services/gateway/internal/adapters/ratelimiter"
 )
 
-func TestIsEventStream(t *testing.T) {
+// TestStreamSlotsFallBackToThisReplica: while the shared slots cannot be counted (Redis
+// unreachable), the cap still holds, on this replica, and a slot comes back when its
+// stream's context ends.
+func TestStreamSlotsFallBackToThisReplica(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		method, path string
-		want         bool
-	}{
-		{"GET", "/api/runs/events", true},
-		{"GET", "/api/runs/run_1/events", true},
-		{"POST", "/api/runs/run_1/events", false},
-		{"GET", "/api/runs/run_1/logs", false},
-		{"GET", "/api/runs/run_1/x/events", false},
-		{"GET", "/api/runs//events", false},
-		{"GET", "/api/runs/xevents", false},
-		{"GET", "/api/workflows/events", false},
-	} {
-		r := httptest.NewRequest(tc.method, tc.path, nil)
-		require.Equal(t, tc.want, isEventStream(r), "%s %s", tc.method, tc.path)
-	}
-}
+	_, keys := testkit.NewRedis(t)
+	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
+	t.Cleanup(func() { _ = dead.Close() })
+	s := &streams{shared: ratelimiter.NewRedisStreamSlots(dead, keys, time.Second), max: 2, open: map[string]int{}}
+	log := slog.New(slog.DiscardHandler)
 
-func TestStreamSlotsPerPrincipal(t *testing.T) {
-	t.Parallel()
-	s := streams{max: 2, open: map[string]int{}}
-	require.True(t, s.acquire("a"))
-	require.True(t, s.acquire("a"))
-	require.False(t, s.acquire("a"), "past the cap")
-	require.True(t, s.acquire("b"), "another principal has slots of its own")
-	s.release("a")
-	require.True(t, s.acquire("a"), "a closed stream gives its slot back")
-	s.release("a")
-	s.release("a")
-	s.release("b")
-	require.Empty(t, s.open)
+	first, endFirst := context.WithCancel(t.Context())
+	defer endFirst()
+	second, endSecond := context.WithCancel(t.Context())
+	defer endSecond()
+	require.True(t, s.take(first, log, "gw:org_1:usr_1"))
+	require.True(t, s.take(second, log, "gw:org_1:usr_1"))
+	require.False(t, s.take(t.Context(), log, "gw:org_1:usr_1"), "the cap holds on this replica")
+	endFirst()
+	require.Eventually(t, func() bool {
+		ctx, end := context.WithCancel(t.Context())
+		defer end()
+		return s.take(ctx, log, "gw:org_1:usr_1")
+	}, 5*time.Second, 5*time.Millisecond, "a stream that ended gives its slot back")
 }
