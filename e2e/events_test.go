@@ -331,17 +331,24 @@ func TestRunEventsStreamCap(t *testing.T) {
 		for range s.Events {
 		}
 	}
-	deadline = time.Now().Add(10 * time.Second)
+	waitForStreamSlot(t, u.c, "/api/runs/"+id+"/events")
+	require.Equal(t, http.StatusAccepted, u.c.post("/api/runs/"+id+"/cancel", nil).Status)
+}
+
+// waitForStreamSlot opens path until a stream slot is free (200: a closed stream gave its
+// slot back), 429 meanwhile; it fails after 10 s.
+func waitForStreamSlot(t *testing.T, c *client, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
 	for {
-		s := openEvents(t, t.Context(), u.c, "/api/runs/"+id+"/events", "")
+		s := openEvents(t, t.Context(), c, path, "")
 		if s.Status == http.StatusOK {
-			break
+			return
 		}
 		require.Equal(t, http.StatusTooManyRequests, s.Status)
 		require.True(t, time.Now().Before(deadline), "closed streams never gave their slots back")
 		time.Sleep(20 * time.Millisecond)
 	}
-	require.Equal(t, http.StatusAccepted, u.c.post("/api/runs/"+id+"/cancel", nil).Status)
 }
 
 func (s *sseStream) heartbeatsSeen() int {
@@ -375,15 +382,6 @@ func TestRunEventsStreamCapAcrossGateways(t *testing.T) {
 	drop() // the stream on the first gateway closes: the second gateway has a slot again
 	for range one.Events {
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		s := openEvents(t, t.Context(), viaSecond, "/api/runs/events", "")
-		if s.Status == http.StatusOK {
-			break
-		}
-		require.Equal(t, http.StatusTooManyRequests, s.Status)
-		require.True(t, time.Now().Before(deadline), "the closed stream never gave its slot back")
-		time.Sleep(20 * time.Millisecond)
-	}
+	waitForStreamSlot(t, viaSecond, "/api/runs/events")
 	require.Equal(t, http.StatusAccepted, u.c.post("/api/runs/"+id+"/cancel", nil).Status)
 }

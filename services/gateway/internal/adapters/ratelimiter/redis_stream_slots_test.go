@@ -55,14 +55,19 @@ func TestRedisStreamSlots(t *testing.T) {
 		time.Sleep(lease / 4)
 	}
 
-	end1() // a stream ends: its slot is given back
-	require.Eventually(t, func() bool {
-		ok, end := take(b, "gw:org_1:usr_1")
-		if ok {
-			end()
-		}
-		return ok
-	}, 5*time.Second, 10*time.Millisecond)
+	// eventuallyTakes waits until s can take a slot of key (and gives it back).
+	eventuallyTakes := func(s *ratelimiter.RedisStreamSlots, key, why string) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			ok, end := take(s, key)
+			if ok {
+				end()
+			}
+			return ok
+		}, 5*time.Second, 10*time.Millisecond, why)
+	}
+	end1()
+	eventuallyTakes(b, "gw:org_1:usr_1", "a stream that ends gives its slot back")
 
 	// A gateway that died: its member is neither renewed nor removed, and stops counting when
 	// its lease ends (Redis's clock).
@@ -74,13 +79,7 @@ func TestRedisStreamSlots(t *testing.T) {
 	}
 	full, _ = take(a, "gw:org_1:usr_3")
 	require.False(t, full, "the dead gateway's slots count until their lease ends")
-	require.Eventually(t, func() bool {
-		ok, end := take(a, "gw:org_1:usr_3")
-		if ok {
-			end()
-		}
-		return ok
-	}, 5*time.Second, 20*time.Millisecond)
+	eventuallyTakes(a, "gw:org_1:usr_3", "a dead gateway's slots end with their lease")
 }
 
 // TestRedisStreamSlotsWithoutRedis: slots that cannot be counted are an error, not a refusal.
