@@ -23,7 +23,7 @@ const DefaultStreamLease = 30 * time.Second
 // takeSlot: KEYS[1] the principal's sorted set (member: a stream, score: when its lease
 // ends, in ms of Redis's clock, so gateways' clocks never disagree); ARGV: the lease (ms), max,
 // the member. Expired leases are dropped, then a slot is taken if fewer than max remain.
-var takeSlot = redis.NewScript(`
+const takeSlot = `
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
@@ -33,27 +33,28 @@ end
 redis.call('ZADD', KEYS[1], now + ARGV[1], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 return 1
-`) //nolint:gochecknoglobals // a constant script
+`
 
 // renewSlot: ARGV the lease (ms) and the member; extends the member's lease if it still
 // holds one (a slot already dropped is not taken again), and the set's expiry with it.
-var renewSlot = redis.NewScript(`
+const renewSlot = `
 if redis.call('ZSCORE', KEYS[1], ARGV[2]) then
   local t = redis.call('TIME')
   redis.call('ZADD', KEYS[1], t[1] * 1000 + math.floor(t[2] / 1000) + ARGV[1], ARGV[2])
   redis.call('PEXPIRE', KEYS[1], ARGV[1])
 end
 return 1
-`) //nolint:gochecknoglobals // a constant script
+`
 
 // RedisStreamSlots implements app.StreamSlots with one sorted set per principal: a member per
 // open stream, scored by when its lease ends. The gateway holding the stream renews the lease
 // every third of it and removes the member when the stream ends; a gateway that dies leaves
 // members that expire with their lease.
 type RedisStreamSlots struct {
-	rdb   redis.UniversalClient
-	keys  redisx.Keys
-	lease time.Duration
+	rdb         redis.UniversalClient
+	keys        redisx.Keys
+	lease       time.Duration
+	take, renew *redis.Script
 }
 
 // NewRedisStreamSlots counts slots in rdb under keys, each lease lasting lease (>0).
@@ -61,7 +62,7 @@ func NewRedisStreamSlots(rdb redis.UniversalClient, keys redisx.Keys, lease time
 	if rdb == nil || lease <= 0 {
 		panic("stream slots: nil redis client or no lease")
 	}
-	return &RedisStreamSlots{rdb: rdb, keys: keys, lease: lease}
+	return &RedisStreamSlots{rdb: rdb, keys: keys, lease: lease, take: redis.NewScript(takeSlot), renew: redis.NewScript(renewSlot)}
 }
 
 // Take implements app.StreamSlots.
@@ -72,7 +73,7 @@ func (s *RedisStreamSlots) Take(ctx context.Context, key string, max int) (bool,
 	set := s.keys.Key(StreamSlotsKey + key)
 	tctx, cancel := context.WithTimeout(ctx, epochTimeout)
 	defer cancel()
-	took, err := takeSlot.Run(tctx, s.rdb, []string{set}, s.lease.Milliseconds(), max, member).Int()
+	took, err := s.take.Run(tctx, s.rdb, []string{set}, s.lease.Milliseconds(), max, member).Int()
 	if err != nil {
 		return false, fmt.Errorf("take a stream slot: %w", err)
 	}
@@ -96,7 +97,7 @@ func (s *RedisStreamSlots) hold(ctx context.Context, set, member string) {
 			return
 		case <-tick.C:
 			rctx, cancel := context.WithTimeout(ctx, time.Second)
-			_ = renewSlot.Run(rctx, s.rdb, []string{set}, s.lease.Milliseconds(), member).Err()
+			_ = s.renew.Run(rctx, s.rdb, []string{set}, s.lease.Milliseconds(), member).Err()
 			cancel()
 		}
 	}
