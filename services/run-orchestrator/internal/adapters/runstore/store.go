@@ -73,8 +73,12 @@ func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs Jobs, events Publishe
 }
 
 // jobWrites makes the queue's side of o in tx: jobs that continue the run, every job of the
-// run cancelled, the acting job completed.
-func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome, job *Job) error {
+// run cancelled. The acting job, when o completes it, is not written here: its worker returns
+// and River's completer marks it completed (batched with other jobs' completions), one
+// statement fewer in the step's transaction. Until then the job is still running in River's
+// table, which fences nothing away (the run is done with it); should its replica die in
+// between, the sweep finalizes the job like any other of a dead replica.
+func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome) error {
 	if o.NewJobs > 0 {
 		ids := make([]string, o.NewJobs)
 		for i := range ids {
@@ -87,11 +91,6 @@ func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Out
 	if o.CancelJobs {
 		if err := s.jobs.CancelAll(ctx, tx, r.ID); err != nil {
 			return fmt.Errorf("cancel jobs: %w", err)
-		}
-	}
-	if o.CompleteJob && job != nil {
-		if err := s.jobs.Complete(ctx, tx, job); err != nil {
-			return fmt.Errorf("complete job: %w", err)
 		}
 	}
 	return nil
@@ -222,7 +221,7 @@ func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn
 			rev, err = s.queueWrites(writes, l, &o)
 		}
 		if err == nil {
-			err = s.jobWrites(ctx, tx, l.run, &o, job)
+			err = s.jobWrites(ctx, tx, l.run, &o)
 		}
 		if err != nil {
 			rollback(ctx, conn)

@@ -157,5 +157,5 @@ func (s *Store) writeNow(ctx context.Context, tx pgx.Tx, l *Locked, o *run.Outco
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
 		return fmt.Errorf("write run %s: %w", l.run.ID, err)
 	}
-	return s.jobWrites(ctx, tx, l.run, o, nil)
+	return s.jobWrites(ctx, tx, l.run, o)
 }
