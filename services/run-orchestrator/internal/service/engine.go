@@ -85,6 +85,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
 	store := runstore.New(pool, interp, queue, publishers{feed, notifier}, tm, cfg.Replica, log)
 	queue.Bind(store)
+	store.RunAtDispatch(queue.Eager)
 	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
 		store.Sweep, log)
 	return &engine{Store: store, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,

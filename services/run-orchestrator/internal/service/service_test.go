@@ -72,6 +72,12 @@ func start(t testing.TB) *system {
 // startWith starts the service with mod applied to its configuration.
 func startWith(t testing.TB, mod func(*service.Config)) *system {
 	t.Helper()
+	return startLogging(t, mod, slog.New(slog.DiscardHandler))
+}
+
+// startLogging starts the service with mod applied to its configuration, logging to log.
+func startLogging(t testing.TB, mod func(*service.Config), log *slog.Logger) *system {
+	t.Helper()
 	secret := strings.Repeat("s", 32)
 	signer, err := internalauth.NewSigner(secret)
 	require.NoError(t, err)
@@ -90,7 +96,7 @@ func startWith(t testing.TB, mod func(*service.Config)) *system {
 	if mod != nil {
 		mod(&cfg)
 	}
-	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.DiscardHandler))
+	app, err := service.NewApplication(context.Background(), cfg, log)
 	require.NoError(t, err)
 	t.Cleanup(app.Close)
 	srv := httptest.NewServer(app.Handler())

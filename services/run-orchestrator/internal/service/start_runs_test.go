@@ -49,8 +49,9 @@ func startedOf(t testing.TB, r *orchestratorv1.StartRunResponse) *orchestratorv1
 	return s
 }
 
-// countRows counts what the orchestrator schema holds for org.
-func countRows(t testing.TB, dbURL, org string) (runs, keys, jobs int) {
+// countRows counts what the orchestrator schema holds for org: its runs, its idempotency
+// keys, and its stranded runs, which neither ended (at their dispatch) nor have a job.
+func countRows(t testing.TB, dbURL, org string) (runs, keys, stranded int) {
 	t.Helper()
 	conn, err := pgx.Connect(t.Context(), dbURL)
 	require.NoError(t, err)
@@ -58,9 +59,11 @@ func countRows(t testing.TB, dbURL, org string) (runs, keys, jobs int) {
 	require.NoError(t, conn.QueryRow(t.Context(), `SELECT
 		(SELECT count(*) FROM orchestrator.runs WHERE organization_id = $1),
 		(SELECT count(*) FROM orchestrator.idempotency_keys WHERE organization_id = $1),
-		(SELECT count(*) FROM orchestrator.river_job j JOIN orchestrator.runs r ON r.id = j.args->>'run_id' WHERE r.organization_id = $1)`,
-		org).Scan(&runs, &keys, &jobs))
-	return runs, keys, jobs
+		(SELECT count(*) FROM orchestrator.runs r WHERE r.organization_id = $1
+			AND r.status NOT IN ('completed', 'failed', 'cancelled')
+			AND NOT EXISTS (SELECT 1 FROM orchestrator.river_job j WHERE j.args->>'run_id' = r.id))`,
+		org).Scan(&runs, &keys, &stranded))
+	return runs, keys, stranded
 }
 
 func TestStartRuns(t *testing.T) {
@@ -131,12 +134,12 @@ func TestStartRuns(t *testing.T) {
 			require.Equal(t, tc.input, run["input"], "item %d", tc.item)
 			require.Equal(t, map[string]any{"kind": "schedule", "scheduleId": "sch_x", "cutoff": "2026-11-22T10:03:00.000Z"}, run["trigger"])
 		}
-		// Stored: the run started over HTTP and 3 of the batch for b, 1 for other; a key and a
-		// job per keyed run, a job per run.
-		runs, keys, jobs := countRows(t, sys.dbURL, b.org)
-		require.Equal(t, []int{4, 3, 4}, []int{runs, keys, jobs}, "runs, keys, jobs of b")
-		runs, keys, jobs = countRows(t, sys.dbURL, other.org)
-		require.Equal(t, []int{1, 1, 1}, []int{runs, keys, jobs}, "runs, keys, jobs of other")
+		// Stored: the run started over HTTP and 3 of the batch for b, 1 for other; a key per
+		// keyed run; every run ended at its dispatch (trigger and log) or has a job.
+		runs, keys, stranded := countRows(t, sys.dbURL, b.org)
+		require.Equal(t, []int{4, 3, 0}, []int{runs, keys, stranded}, "runs, keys, stranded runs of b")
+		runs, keys, stranded = countRows(t, sys.dbURL, other.org)
+		require.Equal(t, []int{1, 1, 0}, []int{runs, keys, stranded}, "runs, keys, stranded runs of other")
 
 		// The same batch again starts only the runs without a key.
 		resp, err = sys.rpcClient(t).StartRuns(serviceContext(t), connect.NewRequest(&orchestratorv1.StartRunsRequest{Requests: items}))
@@ -168,8 +171,8 @@ func TestStartRuns(t *testing.T) {
 		resp, err := sys.rpcClient(t).StartRuns(serviceContext(t), connect.NewRequest(&orchestratorv1.StartRunsRequest{Requests: items[:500]}))
 		require.NoError(t, err)
 		require.Len(t, resp.Msg.GetResponses(), 500)
-		runs, keys, jobs := countRows(t, sys.dbURL, b.org)
-		require.Equal(t, []int{500, 500, 500}, []int{runs, keys, jobs})
+		runs, keys, stranded := countRows(t, sys.dbURL, b.org)
+		require.Equal(t, []int{500, 500, 0}, []int{runs, keys, stranded})
 
 		resp, err = sys.rpcClient(t).StartRuns(serviceContext(t), connect.NewRequest(&orchestratorv1.StartRunsRequest{}))
 		require.NoError(t, err)
@@ -233,8 +236,8 @@ func TestStartRuns(t *testing.T) {
 			}
 		}
 		require.Len(t, ids, keys, "a run per key")
-		runs, nkeys, jobs := countRows(t, sys.dbURL, b.org)
-		require.Equal(t, []int{keys, keys, keys}, []int{runs, nkeys, jobs}, "no run of a lost race is left behind")
+		runs, nkeys, stranded := countRows(t, sys.dbURL, b.org)
+		require.Equal(t, []int{keys, keys, 0}, []int{runs, nkeys, stranded}, "no run of a lost race is left behind")
 		for id := range ids {
 			b.waitStatus(t, id, "completed")
 		}
@@ -273,6 +276,6 @@ func TestStartRunsWithEditorDown(t *testing.T) {
 		startItem(org, "wf_a", "", "k1"), startItem(org, "wf_b", `{"x":1}`, ""), startItem("", "wf_a", "", ""), startItem(org, "wf_a", "nope", ""),
 	}}))
 	require.Equal(t, connect.CodeUnavailable, connect.CodeOf(err), "%v", err)
-	runs, keys, jobs := countRows(t, sys.dbURL, org)
-	require.Equal(t, []int{0, 0, 0}, []int{runs, keys, jobs}, "nothing half-written")
+	runs, keys, stranded := countRows(t, sys.dbURL, org)
+	require.Equal(t, []int{0, 0, 0}, []int{runs, keys, stranded}, "nothing half-written")
 }

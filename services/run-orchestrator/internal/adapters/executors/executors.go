@@ -67,7 +67,9 @@ func Executors(log *slog.Logger, http HTTPConfig) map[string]Executor {
 		}),
 		"log": ExecutorFunc(func(ctx context.Context, c Call) (Result, error) {
 			msg := fmt.Sprint(c.Params["message"])
-			log.InfoContext(ctx, "workflow log", "run_id", c.RunID, "block_id", c.BlockID, "message", msg)
+			logLine(ctx, func() {
+				log.InfoContext(context.WithoutCancel(ctx), "workflow log", "run_id", c.RunID, "block_id", c.BlockID, "message", msg)
+			})
 			return Result{Output: map[string]any{"message": msg}}, nil
 		}),
 		"condition": ExecutorFunc(func(_ context.Context, c Call) (Result, error) {

@@ -244,3 +244,29 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	return ex.Execute(cctx, executors.Call{RunID: runID, BlockID: st.Block.ID, Attempt: st.Attempt, Params: st.Params,
 		Input: input, Scope: st.Scope, Eval: q.eval})
 }
+
+// Eager is the run store's EagerFunc: a run whose blocks are all triggers, transforms, logs
+// and conditions (never a wait or a fail block, which cannot end a run in one go), and no
+// more than runstore.MaxInline of them, is offered to run at its dispatch, through the same
+// inline path a job takes. Its log lines are written once the dispatch commits.
+func (q *Queue) Eager(r *run.Run) (runstore.InlineFunc, func(committed bool)) {
+	if len(r.Def.Blocks) > runstore.MaxInline {
+		return nil, nil
+	}
+	for _, b := range r.Def.Blocks {
+		if !executors.Inline(b.Type) || b.Type == "wait" || b.Type == "fail" {
+			return nil, nil
+		}
+	}
+	logs := &executors.DeferredLogs{}
+	inline := q.inline(&runstore.Job{RunID: r.ID, Try: 1})
+	return func(ctx context.Context, st run.StartAttempt) (run.Event, bool) {
+			return inline(logs.Defer(ctx), st)
+		}, func(committed bool) {
+			if committed {
+				logs.Write()
+			} else {
+				logs.Drop()
+			}
+		}
+}

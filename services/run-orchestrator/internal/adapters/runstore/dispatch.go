@@ -56,6 +56,23 @@ func (s *Store) DispatchMany(ctx context.Context, runs []run.NewRun, keys []stri
 // in one round trip; River's insert of the jobs and the COMMIT follow. ids[i] is set to the
 // run holding runs[i]'s key.
 func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, keyed []int, ids []string) (err error) {
+	// Runs that end at their dispatch are run before the transaction begins (it holds the
+	// keys' locks meanwhile), and stored as they ended if they are stored at all.
+	ended := make([]*finished, len(runs))
+	for i, r := range runs {
+		ended[i] = s.runAtDispatch(ctx, r)
+	}
+	var written []*finished
+	defer func() {
+		for _, f := range ended {
+			if f != nil {
+				f.done(false) // not stored: its key was taken, or the transaction failed
+			}
+		}
+		for _, f := range written {
+			f.done(err == nil)
+		}
+	}()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a connection: %w", err)
@@ -106,7 +123,11 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	}
 	jobs := make([]string, 0, n)
 	for i, r := range runs {
-		if ids[i] == r.ID {
+		switch {
+		case ids[i] != r.ID:
+		case ended[i] != nil:
+			written, ended[i] = append(written, ended[i]), nil
+		default:
 			jobs = append(jobs, r.ID)
 		}
 	}
@@ -115,11 +136,19 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 	}
-	if _, err := conn.Exec(ctx, "COMMIT"); err != nil {
+	last := &pgx.Batch{}
+	if err := s.queueFinished(last, written); err != nil {
+		return err
+	}
+	last.Queue("COMMIT")
+	if err := conn.SendBatch(ctx, last).Close(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	if st := conn.PgConn().TxStatus(); st != 'I' {
 		return fmt.Errorf("the commit left the connection in transaction state %q", st)
+	}
+	for _, f := range written {
+		s.after(f.run.ID, &f.o)
 	}
 	return nil
 }

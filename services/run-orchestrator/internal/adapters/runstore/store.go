@@ -62,6 +62,8 @@ type Store struct {
 	timers  Timers
 	replica string
 	log     *slog.Logger
+	// eager, when set, offers to finish new runs at their dispatch (eager.go).
+	eager EagerFunc
 }
 
 // New builds the store. replica names this process in step_attempts.replica.

@@ -1,0 +1,106 @@
+package service_test
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// lockedBuffer is a log sink tests read while the service writes to it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), s)
+}
+
+// TestRunsEndedAtDispatch: a run whose blocks are all triggers, transforms, logs and
+// conditions ends in its dispatch transaction, recorded as a job would have recorded it
+// (every attempt, the branch not taken skipped, the status log, the output), with no job left
+// for it, and its log lines written once. Runs that need a job (an attempt that fails, an
+// http.request, more blocks than one transaction carries) still get one and end the usual
+// way, their log lines written once too.
+func TestRunsEndedAtDispatch(t *testing.T) {
+	t.Parallel()
+	logs := &lockedBuffer{}
+	sys := startLogging(t, nil, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
+	pool := db(t, sys.dbURL)
+	b := sys.setup(t)
+	jobs := func(id string) int {
+		var n int
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM orchestrator.river_job WHERE args->>'run_id' = $1`, id).Scan(&n))
+		return n
+	}
+	statuses := func(id string) []string {
+		var out []string
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT coalesce(array_agg(status ORDER BY seq), '{}') FROM orchestrator.run_statuses WHERE run_id = $1`, id).Scan(&out))
+		return out
+	}
+
+	b.workflow(t, "wf_branch", 1, def([]string{manual,
+		`{"block_id":"shape","type":"transform","params":{"value":{"n":"{{ input.n }}","doubled":"{{ input.n * 2 }}"}}}`,
+		`{"block_id":"check","type":"condition","params":{"expression":"input.n > 2"}}`,
+		`{"block_id":"big","type":"log","params":{"message":"dispatch-end big {{ run.id }}"}}`,
+		`{"block_id":"small","type":"log","params":{"message":"dispatch-end small {{ run.id }}"}}`,
+	}, edge("start", "shape"), edge("shape", "check"),
+		`{"block_id":"check","target_block_id":"big","branch":"true"}`,
+		`{"block_id":"check","target_block_id":"small","branch":"false"}`))
+	id := b.startRun(t, "wf_branch", map[string]any{"input": map[string]any{"n": 3}})
+	// No wait: the 202 came after the commit that ended it.
+	got := b.do(t, "GET", "/api/runs/"+id, nil).Body
+	require.Equal(t, "completed", got["status"], "%v", got)
+	require.NotEmpty(t, got["startedAt"])
+	require.NotEmpty(t, got["finishedAt"])
+	require.Equal(t, map[string]any{"message": "dispatch-end big " + id}, got["output"].(map[string]any)["big"])
+	require.Zero(t, jobs(id), "no job for a run ended at its dispatch")
+	require.Equal(t, []string{"running", "completed"}, statuses(id))
+	attempts := b.logs(t, id)
+	var seen []string
+	for _, a := range attempts {
+		require.Equal(t, "succeeded", a["status"], "%v", a)
+		seen = append(seen, a["block_id"].(string))
+	}
+	require.Equal(t, []string{"start", "shape", "check", "big"}, seen, "the branch not taken has no attempt")
+	require.Equal(t, map[string]any{"n": 3.0, "doubled": 6.0}, attempts[1]["output"])
+	require.Equal(t, 1, logs.count("dispatch-end big "+id), "the log line is written once")
+	require.Zero(t, logs.count("dispatch-end small "+id))
+
+	// A failing block: the run goes to a job, which fails it by the connector's policy; the
+	// log line before it (run in memory at the dispatch, then by the job) is written once.
+	b.workflow(t, "wf_fails", 1, def([]string{manual,
+		`{"block_id":"say","type":"log","params":{"message":"dispatch-fail {{ run.id }}"}}`,
+		`{"block_id":"bad","type":"transform","params":{"value":"{{ input.missing.deeper }}"}}`,
+	}, edge("start", "say"), edge("say", "bad")))
+	failing := b.startRun(t, "wf_fails", nil)
+	b.waitStatus(t, failing, "failed")
+	require.Equal(t, 1, jobs(failing), "a run that fails at its dispatch's try goes to a job")
+	require.Equal(t, 1, logs.count("dispatch-fail "+failing), "the log line is written once")
+
+	// More blocks than one transaction carries: a job runs the chain.
+	blocks, edges, prev := []string{manual}, []string{}, "start"
+	for i := range 20 {
+		bid := fmt.Sprintf("l%02d", i)
+		blocks = append(blocks, fmt.Sprintf(`{"block_id":%q,"type":"log","params":{"message":"long %d"}}`, bid, i))
+		edges, prev = append(edges, edge(prev, bid)), bid
+	}
+	b.workflow(t, "wf_long", 1, def(blocks, edges...))
+	long := b.startRun(t, "wf_long", nil)
+	b.waitStatus(t, long, "completed")
+	require.Equal(t, 1, jobs(long))
+	require.Len(t, b.logs(t, long), 21)
+}
