@@ -248,25 +248,29 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 // Eager is the run store's EagerFunc: a run whose blocks are all triggers, transforms, logs
 // and conditions (never a wait or a fail block, which cannot end a run in one go), and no
 // more than runstore.MaxInline of them, is offered to run at its dispatch, through the same
-// inline path a job takes. Its log lines are written once the dispatch commits.
-func (q *Queue) Eager(r *run.Run) (runstore.InlineFunc, func(committed bool)) {
+// inline path a job takes, in a span of the dispatch's trace that ends with the dispatch. Its
+// log lines are written once the dispatch commits.
+func (q *Queue) Eager(ctx context.Context, r *run.Run) (context.Context, runstore.InlineFunc, func(committed bool)) {
 	if len(r.Def.Blocks) > runstore.MaxInline {
-		return nil, nil
+		return ctx, nil, nil
 	}
 	for _, b := range r.Def.Blocks {
 		if !executors.Inline(b.Type) || b.Type == "wait" || b.Type == "fail" {
-			return nil, nil
+			return ctx, nil, nil
 		}
 	}
+	ctx, span := q.tracer.Start(ctx, "svc-runtime run at dispatch", trace.WithAttributes(attribute.String("run.id", r.ID)))
 	logs := &executors.DeferredLogs{}
 	inline := q.inline(&runstore.Job{RunID: r.ID, Try: 1})
-	return func(ctx context.Context, st run.StartAttempt) (run.Event, bool) {
+	return ctx, func(ctx context.Context, st run.StartAttempt) (run.Event, bool) {
 			return inline(logs.Defer(ctx), st)
 		}, func(committed bool) {
 			if committed {
 				logs.Write()
 			} else {
 				logs.Drop()
+				span.SetAttributes(attribute.Bool("run.stored", false))
 			}
+			span.End()
 		}
 }

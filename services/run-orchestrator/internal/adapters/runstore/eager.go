@@ -20,10 +20,10 @@ import (
 )
 
 // EagerFunc offers to run a new run at its dispatch: for a run it may finish there it returns
-// the InlineFunc that runs its blocks and done, which the store calls once with whether the
-// dispatch committed (anything the blocks did outside the run, a log line, waits for it);
-// for any other run, a nil InlineFunc.
-type EagerFunc func(r *run.Run) (inline InlineFunc, done func(committed bool))
+// the context to run it in (its trace span), the InlineFunc that runs its blocks and done,
+// which the store calls once with whether the dispatch committed (anything the blocks did
+// outside the run, a log line, waits for it); for any other run, a nil InlineFunc.
+type EagerFunc func(ctx context.Context, r *run.Run) (rctx context.Context, inline InlineFunc, done func(committed bool))
 
 // RunAtDispatch makes the store finish at their dispatch the runs f offers to run. Call it
 // before the first dispatch.
@@ -52,7 +52,7 @@ func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 	if json.Unmarshal(nr.Input, &r.Input) != nil {
 		return nil
 	}
-	inline, done := s.eager(r)
+	ctx, inline, done := s.eager(ctx, r)
 	if inline == nil {
 		return nil
 	}
