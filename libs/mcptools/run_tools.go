@@ -15,8 +15,6 @@ import (
 const (
 	defaultWaitSeconds = 30
 	maxWaitSeconds     = 120
-	waitMinInterval    = 100 * time.Millisecond
-	waitMaxInterval    = time.Second
 )
 
 // RunRef names a run.
@@ -82,7 +80,7 @@ type RunsWaitOutput struct {
 	Run      api.Run `json:"run"`
 	Finished bool    `json:"finished" jsonschema:"completed, failed or cancelled"`
 	Waiting  bool    `json:"waiting" jsonschema:"the run waits for a signal or a timer (see run.waiting)"`
-	TimedOut bool    `json:"timed_out" jsonschema:"neither happened within timeout_seconds; call again to keep waiting"`
+	TimedOut bool    `json:"timed_out" jsonschema:"neither happened within timeout_seconds; call again to keep waiting (waiting is true as well when a sleep under way at the start outlasted it)"`
 }
 
 func (t *tools) addRunTools(s *mcp.Server) {
@@ -113,7 +111,9 @@ func (t *tools) addRunTools(s *mcp.Server) {
 	}, t.runsCancel)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "runs_wait", Title: "Wait for a run", Annotations: readOnly(),
-		Description: "Waits until the run has finished or is waiting (for a signal or a timer), at most timeout_seconds (default 30, at most 120), and returns it. timed_out means neither happened yet.",
+		Description: "Waits until the run has finished or is waiting (for a signal or a timer), at most timeout_seconds (default 30, at most 120), and returns it. timed_out means neither happened yet. " +
+			"A timer wait (waiting.kind sleep) that was already under way when the call began does not end it: call again after a sleep began to wait for what follows it. " +
+			"It follows the run's event stream, so a long wait costs only a few requests of the caller's rate limit.",
 	}, t.runsWait)
 }
 
@@ -255,34 +255,15 @@ func (t *tools) runsWait(ctx context.Context, req *mcp.CallToolRequest, in RunsW
 	if secs < 1 || secs > maxWaitSeconds {
 		return nil, RunsWaitOutput{}, invalidArgument("timeout_seconds must be between 1 and 120")
 	}
+	if strings.TrimSpace(in.RunID) == "" {
+		return nil, RunsWaitOutput{}, invalidArgument("run_id is empty")
+	}
 	p, err := t.who(ctx, req.Extra)
 	if err != nil {
 		return nil, RunsWaitOutput{}, err
 	}
-	deadline := time.Now().Add(time.Duration(secs) * time.Second)
-	interval := waitMinInterval
-	for {
-		r, err := t.getRun(ctx, p, in.RunID)
-		if err != nil {
-			return nil, RunsWaitOutput{}, err
-		}
-		out := RunsWaitOutput{Run: r, Finished: r.Terminal(), Waiting: r.Status == "waiting"}
-		left := time.Until(deadline)
-		if out.Finished || out.Waiting || left <= 0 {
-			out.TimedOut = !out.Finished && !out.Waiting
-			return nil, out, nil
-		}
-		// Polling slows down while nothing happens: each poll is one API request, and the
-		// caller's rate limit counts it.
-		timer := time.NewTimer(min(interval, left))
-		select {
-		case <-ctx.Done():
-			timer.Stop()
-			return nil, RunsWaitOutput{}, toolError(ctx.Err())
-		case <-timer.C:
-		}
-		interval = min(interval*2, waitMaxInterval)
-	}
+	out, err := t.waitForRun(ctx, p, in.RunID, time.Duration(secs)*time.Second)
+	return nil, out, err
 }
 
 func toolErrorOrNil(err error) error {

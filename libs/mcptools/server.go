@@ -66,7 +66,7 @@ func NewServer(cfg Config) *mcp.Server {
 	}
 	s := mcp.NewServer(&mcp.Implementation{Name: ServerName, Title: "Workflow control plane", Version: version},
 		&mcp.ServerOptions{Instructions: instructions})
-	t := &tools{principal: cfg.Principal}
+	t := &tools{principal: cfg.Principal, timing: defaultWaitTiming()}
 	t.addConnectorTools(s)
 	t.addWorkflowTools(s)
 	t.addRunTools(s)
@@ -78,6 +78,8 @@ func NewServer(cfg Config) *mcp.Server {
 // tools holds what every handler shares.
 type tools struct {
 	principal PrincipalFunc
+	// timing paces runs_wait (run_wait.go).
+	timing waitTiming
 }
 
 func (t *tools) who(ctx context.Context, extra *mcp.RequestExtra) (Principal, error) {
