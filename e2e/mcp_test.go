@@ -3,7 +3,9 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"net/http"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -13,8 +15,11 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 
 	"svc.dev/e2e/harness"
+	"svc.dev/libs/apiclient"
+	"svc.dev/libs/mcptools"
 )
 
 // TestMCP drives the MCP tools as an agent would, through both transports: `svc mcp` as a
@@ -399,4 +404,314 @@ func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(h.name, h.value)
 	return http.DefaultTransport.RoundTrip(r)
+}
+
+// mcpOutputMap ties part of a tool's output schema to the API schema it comes from.
+type mcpOutputMap struct {
+	// tool is a JSON Pointer into the tool's output schema ("" for all of it), made of
+	// /properties/<name> and /items steps.
+	tool string
+	// api names an API schema: "#/components/schemas/<name>", or "<operationId> <status>" for
+	// the JSON schema of an answer; then, after a "#", a pointer into it of the same steps.
+	api string
+}
+
+// mcpOutputs says, for every tool, where its output comes from in the API, and which of its
+// top-level members are the tool's own (not API data, so not in any API schema).
+var mcpOutputs = map[string]struct { //nolint:gochecknoglobals // test table
+	maps []mcpOutputMap
+	own  []string
+}{
+	"connectors_list":    {maps: []mcpOutputMap{{"/properties/connectors/items", "#/components/schemas/Connector"}}},
+	"connector_describe": {maps: []mcpOutputMap{{"", "#/components/schemas/Connector"}}},
+	"workflows_list":     {maps: []mcpOutputMap{{"/properties/workflows/items", "listWorkflows 200#/properties/items/items"}}},
+	"workflows_get":      {maps: []mcpOutputMap{{"", "#/components/schemas/Workflow"}}},
+	"workflows_create":   {maps: []mcpOutputMap{{"", "createWorkflow 201"}}},
+	// workflow_id echoes the argument, so the answer says which workflow it is about.
+	"workflows_patch": {maps: []mcpOutputMap{{"", "editWorkflow 200"}}, own: []string{"workflow_id"}},
+	"workflows_validate": {maps: []mcpOutputMap{
+		{"/properties/workflow_id", "getWorkflow 200#/properties/id"},
+		{"/properties/version", "getWorkflow 200#/properties/version"},
+		{"/properties/validation_errors", "getWorkflow 200#/properties/validation_errors"},
+	}, own: []string{"valid"}},
+	"workflows_delete": {own: []string{"id", "deleted"}}, // the API answers 204
+	"runs_start":       {maps: []mcpOutputMap{{"", "startRun 202"}}},
+	"runs_get":         {maps: []mcpOutputMap{{"", "getRun 200"}}},
+	"runs_list": {maps: []mcpOutputMap{
+		{"/properties/runs/items", "listRuns 200#/properties/items/items"},
+		{"/properties/next_cursor", "listRuns 200#/properties/nextCursor"},
+	}},
+	"runs_logs": {maps: []mcpOutputMap{
+		{"/properties/attempts/items", "getRunLogs 200#/properties/items/items"},
+		{"/properties/next_cursor", "getRunLogs 200#/properties/nextCursor"},
+	}},
+	"runs_signal": {maps: []mcpOutputMap{{"", "signalRun 202"}}},
+	"runs_cancel": {maps: []mcpOutputMap{{"", "cancelRun 202"}}},
+	// finished, waiting and timed_out say why the wait ended.
+	"runs_wait":        {maps: []mcpOutputMap{{"/properties/run", "getRun 200"}}, own: []string{"finished", "waiting", "timed_out"}},
+	"schedules_list":   {maps: []mcpOutputMap{{"/properties/schedules/items", "listSchedules 200#/properties/items/items"}}},
+	"schedules_create": {maps: []mcpOutputMap{{"", "createSchedule 201"}}},
+	"schedules_update": {maps: []mcpOutputMap{{"", "updateSchedule 200"}}},
+	"schedules_delete": {own: []string{"id", "deleted"}}, // the API answers 204
+}
+
+// TestMCPOutputSchemasMatchTheAPI holds the tools' output schemas (built from Go types in
+// libs/apiclient and libs/mcptools) to the OpenAPI document the route tests hold the routers
+// to, proto/openapi/svc.yaml: every member a tool's output declares is a member of the API
+// schema it comes from (or one of the tool's own, listed in mcpOutputs), with a JSON type the
+// API's allows, at every depth where the API lists members. It starts no system.
+func TestMCPOutputSchemasMatchTheAPI(t *testing.T) {
+	t.Parallel()
+	src, err := os.ReadFile("../proto/openapi/svc.yaml")
+	require.NoError(t, err)
+	var doc map[string]any
+	require.NoError(t, yaml.Unmarshal(src, &doc))
+	spec := openAPISchemas{doc: doc}
+
+	c, err := apiclient.NewClient("http://127.0.0.1:1", &http.Client{}, "test")
+	require.NoError(t, err)
+	server := mcptools.NewServer(mcptools.Config{Principal: mcptools.Fixed(c, "svc_test")})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := server.Connect(t.Context(), st, nil)
+	require.NoError(t, err)
+	defer ss.Close()
+	cs := mcpConnect(t, ct)
+	tools, err := cs.ListTools(t.Context(), nil)
+	require.NoError(t, err)
+
+	require.Len(t, tools.Tools, len(mcpOutputs), "every tool has an entry in mcpOutputs")
+	for _, tool := range tools.Tools {
+		t.Run(tool.Name, func(t *testing.T) {
+			entry, ok := mcpOutputs[tool.Name]
+			require.True(t, ok, "%s has no entry in mcpOutputs: say which API schema its output comes from", tool.Name)
+			b, err := json.Marshal(tool.OutputSchema)
+			require.NoError(t, err)
+			var out map[string]any
+			require.NoError(t, json.Unmarshal(b, &out))
+			ts := toolSchema{root: out}
+
+			// Every top-level member is covered: by a map of the whole output, by a map of
+			// that member, or as the tool's own.
+			covered := map[string]bool{}
+			for _, name := range entry.own {
+				covered[name] = true
+			}
+			whole := false
+			for _, m := range entry.maps {
+				if m.tool == "" {
+					whole = true
+					continue
+				}
+				name, _, _ := strings.Cut(strings.TrimPrefix(m.tool, "/properties/"), "/")
+				covered[name] = true
+			}
+			for name := range schemaProps(ts.resolve(out)) {
+				require.True(t, whole || covered[name], "%s: member %q of the output is neither API data nor listed as the tool's own", tool.Name, name)
+			}
+			for _, m := range entry.maps {
+				api := spec.at(t, m.api)
+				own := map[string]bool{}
+				if m.tool == "" {
+					for _, name := range entry.own {
+						own[name] = true
+					}
+				}
+				requireWithin(t, ts, ts.at(t, m.tool), api, spec, tool.Name+m.tool, own)
+			}
+		})
+	}
+}
+
+// openAPISchemas reads schemas out of the OpenAPI document.
+type openAPISchemas struct{ doc map[string]any }
+
+// at is the schema named as in mcpOutputMap.api.
+func (o openAPISchemas) at(t *testing.T, name string) map[string]any {
+	t.Helper()
+	base, pointer, _ := strings.Cut(name, "#")
+	var s map[string]any
+	if base == "" {
+		s = o.ref(t, "#"+pointer)
+		pointer = ""
+	} else {
+		opID, status, _ := strings.Cut(base, " ")
+		s = o.response(t, opID, status)
+	}
+	return walkPointer(t, s, pointer, o.merge)
+}
+
+func (o openAPISchemas) ref(t *testing.T, ref string) map[string]any {
+	t.Helper()
+	require.True(t, strings.HasPrefix(ref, "#/components/schemas/"), "ref %s", ref)
+	s, ok := obj(t, obj(t, o.doc["components"])["schemas"])[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+	require.True(t, ok, "no schema %s in svc.yaml", ref)
+	return s
+}
+
+func (o openAPISchemas) response(t *testing.T, opID, status string) map[string]any {
+	t.Helper()
+	for _, item := range obj(t, o.doc["paths"]) {
+		for _, op := range obj(t, item) {
+			op, ok := op.(map[string]any)
+			if !ok || op["operationId"] != opID {
+				continue
+			}
+			res := obj(t, obj(t, op["responses"])[status])
+			return obj(t, obj(t, obj(t, res["content"])["application/json"])["schema"])
+		}
+	}
+	t.Fatalf("no operation %s in svc.yaml", opID)
+	return nil
+}
+
+// merge resolves a $ref and folds allOf into one schema: the members of all, and the type
+// of the first part that has one.
+func (o openAPISchemas) merge(t *testing.T, s map[string]any) map[string]any {
+	t.Helper()
+	if ref, ok := s["$ref"].(string); ok {
+		return o.merge(t, o.ref(t, ref))
+	}
+	all, ok := s["allOf"].([]any)
+	if !ok {
+		return s
+	}
+	out := map[string]any{}
+	props := map[string]any{}
+	for k, v := range s {
+		if k != "allOf" {
+			out[k] = v
+		}
+	}
+	for _, part := range all {
+		p := o.merge(t, obj(t, part))
+		for name, ps := range schemaProps(p) {
+			props[name] = ps
+		}
+		if _, ok := out["type"]; !ok && p["type"] != nil {
+			out["type"] = p["type"]
+		}
+	}
+	out["properties"] = props
+	return out
+}
+
+// toolSchema is a tool's output schema, whose $refs point into its own $defs.
+type toolSchema struct{ root map[string]any }
+
+func (ts toolSchema) resolve(s map[string]any) map[string]any {
+	for {
+		ref, ok := s["$ref"].(string)
+		if !ok {
+			return s
+		}
+		defs, _ := ts.root["$defs"].(map[string]any)
+		next, ok := defs[strings.TrimPrefix(ref, "#/$defs/")].(map[string]any)
+		if !ok {
+			return s
+		}
+		s = next
+	}
+}
+
+func (ts toolSchema) at(t *testing.T, pointer string) map[string]any {
+	t.Helper()
+	return walkPointer(t, ts.root, pointer, func(_ *testing.T, s map[string]any) map[string]any { return ts.resolve(s) })
+}
+
+// walkPointer follows /properties/<name> and /items steps.
+func walkPointer(t *testing.T, s map[string]any, pointer string, resolve func(*testing.T, map[string]any) map[string]any) map[string]any {
+	t.Helper()
+	steps := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	for i := 0; pointer != "" && i < len(steps); i++ {
+		s = resolve(t, s)
+		switch steps[i] {
+		case "properties":
+			i++
+			require.Less(t, i, len(steps), "pointer %s", pointer)
+			next, ok := schemaProps(s)[steps[i]].(map[string]any)
+			require.True(t, ok, "pointer %s: no member %s", pointer, steps[i])
+			s = next
+		case "items":
+			next, ok := s["items"].(map[string]any)
+			require.True(t, ok, "pointer %s: no items", pointer)
+			s = next
+		default:
+			t.Fatalf("pointer %s: step %s", pointer, steps[i])
+		}
+	}
+	return resolve(t, s)
+}
+
+func schemaProps(s map[string]any) map[string]any {
+	p, _ := s["properties"].(map[string]any)
+	return p
+}
+
+// requireWithin checks that what the tool's schema declares, the API's declares too: each
+// member (but own, at this level) with a compatible type, down to where the API stops listing
+// members (an open object such as params or a run's error).
+func requireWithin(t *testing.T, ts toolSchema, tool, api map[string]any, spec openAPISchemas, where string, own map[string]bool) {
+	t.Helper()
+	tool, api = ts.resolve(tool), spec.merge(t, api)
+	toolTypes, apiTypes := jsonTypes(tool), jsonTypes(api)
+	if len(toolTypes) > 0 && len(apiTypes) > 0 {
+		for _, ty := range toolTypes {
+			ok := slices.Contains(apiTypes, ty) || ty == "integer" && slices.Contains(apiTypes, "number")
+			require.True(t, ok, "%s: the tool says %v, the API %v", where, toolTypes, apiTypes)
+		}
+	}
+	if apiProps := schemaProps(api); apiProps != nil {
+		for name, p := range schemaProps(tool) {
+			if own[name] {
+				continue
+			}
+			ap, ok := apiProps[name].(map[string]any)
+			require.True(t, ok, "%s: the tool declares member %q, which the API's schema does not have (it has %v)", where, name, slices.Sorted(maps.Keys(apiProps)))
+			requireWithin(t, ts, obj(t, p), ap, spec, where+"."+name, nil)
+		}
+	}
+	if items, ok := tool["items"].(map[string]any); ok {
+		if apiItems, ok := api["items"].(map[string]any); ok {
+			requireWithin(t, ts, items, apiItems, spec, where+"[]", nil)
+		}
+	}
+}
+
+// jsonTypes is the JSON types a schema allows, from type, const or enum; none when it says
+// nothing (any value). null is left out: Go's slices and pointers make a tool's member
+// nullable in its schema where the tool itself leaves the member out.
+func jsonTypes(s map[string]any) []string {
+	var out []string
+	add := func(ty string) {
+		if ty != "null" && !slices.Contains(out, ty) {
+			out = append(out, ty)
+		}
+	}
+	switch ty := s["type"].(type) {
+	case string:
+		add(ty)
+	case []any:
+		for _, v := range ty {
+			if s, ok := v.(string); ok {
+				add(s)
+			}
+		}
+	}
+	values, _ := s["enum"].([]any)
+	if c, ok := s["const"]; ok {
+		values = append(values, c)
+	}
+	if s["type"] == nil {
+		for _, v := range values {
+			switch v.(type) {
+			case string:
+				add("string")
+			case bool:
+				add("boolean")
+			case int, int64, float64:
+				add("number")
+			}
+		}
+	}
+	return out
 }

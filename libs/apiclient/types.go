@@ -93,12 +93,21 @@ type ValidationError struct {
 	Message    string `json:"message"`
 	Pointer    string `json:"pointer,omitempty"`
 	DidYouMean any    `json:"did_you_mean,omitempty" jsonschema:"the likely intended value"`
-	Allowed    []any  `json:"allowed,omitempty" jsonschema:"the valid values"`
 	// NoIncomingEdge lists, for no_trigger, the blocks no edge leads into.
 	NoIncomingEdge []string `json:"no_incoming_edge,omitempty" jsonschema:"for no_trigger: the blocks no edge leads into, where the trigger connects"`
 }
 
-// Workflow is a workflow; lists leave out Definition and ValidationErrors.
+// WorkflowSummary is a workflow as lists show it: without its definition.
+type WorkflowSummary struct {
+	ID          string `json:"id"`
+	Name        string `json:"name"`
+	Description string `json:"description"`
+	Version     int64  `json:"version"`
+	CreatedAt   string `json:"createdAt"`
+	UpdatedAt   string `json:"updatedAt"`
+}
+
+// Workflow is a workflow with its definition and what keeps it from running.
 type Workflow struct {
 	ID               string            `json:"id"`
 	Name             string            `json:"name"`
@@ -106,9 +115,14 @@ type Workflow struct {
 	Version          int64             `json:"version"`
 	Definition       *Definition       `json:"definition,omitempty"`
 	ValidationErrors []ValidationError `json:"validation_errors,omitempty"`
-	SkippedItems     []SkippedItem     `json:"skipped_items,omitempty" jsonschema:"operations of the given definition that were not applied (create only)"`
 	CreatedAt        string            `json:"createdAt"`
 	UpdatedAt        string            `json:"updatedAt"`
+}
+
+// CreatedWorkflow is the answer to a workflow's creation.
+type CreatedWorkflow struct {
+	Workflow
+	SkippedItems []SkippedItem `json:"skipped_items" jsonschema:"operations of the given definition that were not applied"`
 }
 
 // OpsResult is the answer to a batch of operations.

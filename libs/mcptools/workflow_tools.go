@@ -20,7 +20,7 @@ type WorkflowsListInput struct{}
 
 // WorkflowsListOutput is every workflow of the organization, newest first, without definitions.
 type WorkflowsListOutput struct {
-	Workflows []api.Workflow `json:"workflows"`
+	Workflows []api.WorkflowSummary `json:"workflows"`
 }
 
 // WorkflowsCreateInput is a new workflow.
@@ -96,9 +96,9 @@ func (t *tools) workflowsList(ctx context.Context, req *mcp.CallToolRequest, _ W
 	if err != nil {
 		return nil, WorkflowsListOutput{}, toolError(err)
 	}
-	out := WorkflowsListOutput{Workflows: make([]api.Workflow, 0, len(raw))}
+	out := WorkflowsListOutput{Workflows: make([]api.WorkflowSummary, 0, len(raw))}
 	for _, r := range raw {
-		w, err := api.Decode[api.Workflow](r)
+		w, err := api.Decode[api.WorkflowSummary](r)
 		if err != nil {
 			return nil, WorkflowsListOutput{}, toolError(err)
 		}
@@ -131,24 +131,24 @@ func (t *tools) workflowsGet(ctx context.Context, req *mcp.CallToolRequest, in W
 	return nil, w, err
 }
 
-func (t *tools) workflowsCreate(ctx context.Context, req *mcp.CallToolRequest, in WorkflowsCreateInput) (*mcp.CallToolResult, api.Workflow, error) {
+func (t *tools) workflowsCreate(ctx context.Context, req *mcp.CallToolRequest, in WorkflowsCreateInput) (*mcp.CallToolResult, api.CreatedWorkflow, error) {
 	p, err := t.who(ctx, req.Extra)
 	if err != nil {
-		return nil, api.Workflow{}, err
+		return nil, api.CreatedWorkflow{}, err
 	}
 	body := api.CreateWorkflowRequest{Name: in.Name, Description: in.Description}
 	if in.Definition != nil {
 		if body.Definition, err = json.Marshal(in.Definition); err != nil {
-			return nil, api.Workflow{}, invalidArgument("definition: " + err.Error())
+			return nil, api.CreatedWorkflow{}, invalidArgument("definition: " + err.Error())
 		}
 	}
 	raw, err := p.Client.CreateWorkflow(ctx, p.Key, body)
 	if err != nil {
-		return nil, api.Workflow{}, toolError(err)
+		return nil, api.CreatedWorkflow{}, toolError(err)
 	}
-	w, err := api.Decode[api.Workflow](raw)
+	w, err := api.Decode[api.CreatedWorkflow](raw)
 	if err != nil {
-		return nil, api.Workflow{}, toolError(err)
+		return nil, api.CreatedWorkflow{}, toolError(err)
 	}
 	return verbatim(raw), w, nil
 }
