@@ -23,6 +23,10 @@ import (
 	"svc.dev/services/run-orchestrator/migrations"
 )
 
+// This file is long (about 500 lines) for a reason: it rebuilds the schema and the rows of the
+// previous engine by hand (runs, attempts, waits, River jobs as that version wrote them), and
+// those fixtures belong with the two upgrade tests that use them.
+
 // The upgrade to per-block storage (migration 0007) with runs in flight. The database is
 // brought to the schema before 0007 (goose version 6, River's tables beside it), and rows are
 // written as the previous engine left them: runs.state as one JSON document, the attempts,

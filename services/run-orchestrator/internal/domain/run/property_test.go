@@ -14,6 +14,10 @@ import (
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
+// This file is long (over 700 lines) for a reason: it is one property test with everything it
+// needs beside it — the random definitions, the simulated world that answers the outcomes, the
+// disruptions and the end-of-run checks — which only make sense read together.
+
 // TestPropertyEveryRunEnds: for random definitions, a simulated world delivers the events the
 // outcomes ask for, in a random order (every Start is answered by the block's connector, every
 // NewJobs becomes an Advance, every Retry a RetryDue or, from a stopping replica, a HandBack,
