@@ -2,6 +2,7 @@ package service_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -178,4 +179,58 @@ func TestCrashLoopStopsAfterTenAttempts(t *testing.T) {
 		require.Equal(t, "lost", l["status"])
 	}
 	require.Empty(t, blockLogs(b.logs(t, id), "after"))
+}
+
+// TestFinishedRunsJobOfADeadReplicaIsFinalized: a job done with its run is completed by River's
+// completer after its worker returns, not in the run's last transaction. A replica that dies
+// in between leaves the job running with the run finished; the sweep finalizes it, and the run
+// is left as it was (no attempt, status or output changes).
+func TestFinishedRunsJobOfADeadReplicaIsFinalized(t *testing.T) {
+	t.Parallel()
+	sys := startWith(t, func(c *service.Config) { c.SweepEvery = 20 * time.Millisecond })
+	pool := db(t, sys.dbURL)
+	b := sys.setup(t)
+	// Longer than a run ends at its dispatch: a job runs it.
+	blocks, edges, prev := []string{manual}, []string{}, "start"
+	for i := range 20 {
+		id := fmt.Sprintf("l%02d", i)
+		blocks = append(blocks, fmt.Sprintf(`{"block_id":%q,"type":"log","params":{"message":"%d"}}`, id, i))
+		edges, prev = append(edges, edge(prev, id)), id
+	}
+	b.workflow(t, "wf_chain", 1, def(blocks, edges...))
+	id := b.startRun(t, "wf_chain", nil)
+	done := b.waitStatus(t, id, "completed")
+	var job int64
+	require.Eventually(t, func() bool {
+		err := pool.QueryRow(t.Context(), `SELECT id FROM orchestrator.river_job WHERE args->>'run_id' = $1 AND state = 'completed'`, id).Scan(&job)
+		return err == nil
+	}, 10*time.Second, 10*time.Millisecond, "River's completer never completed the job")
+	var seq0 int64
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT change_seq FROM orchestrator.runs WHERE id = $1`, id).Scan(&seq0))
+	logs0 := b.logs(t, id)
+
+	// As if the completion never happened: the job is running, last fetched by a replica
+	// that no longer heartbeats.
+	_, err := pool.Exec(t.Context(), `UPDATE orchestrator.river_job SET state = 'running', finalized_at = NULL,
+		attempted_by = array_append(attempted_by, 'rep_gone@host/1') WHERE id = $1`, job)
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		var state string
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT state::text FROM orchestrator.river_job WHERE id = $1`, job).Scan(&state))
+		return state != "running"
+	}, 10*time.Second, 10*time.Millisecond, "the sweep never finalized the dead replica's job")
+	// Whatever the sweep queued to look at the run again finds it finished.
+	require.Eventually(t, func() bool {
+		var n int
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM orchestrator.river_job WHERE args->>'run_id' = $1
+			AND state NOT IN ('completed', 'cancelled', 'discarded')`, id).Scan(&n))
+		return n == 0
+	}, 10*time.Second, 10*time.Millisecond, "a job of the finished run is left unfinished")
+	got := b.do(t, "GET", "/api/runs/"+id, nil).Body
+	require.Equal(t, "completed", got["status"])
+	require.Equal(t, done["output"], got["output"])
+	var seq int64
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT change_seq FROM orchestrator.runs WHERE id = $1`, id).Scan(&seq))
+	require.Equal(t, seq0, seq, "the finished run changed")
+	require.Len(t, b.logs(t, id), len(logs0))
 }
