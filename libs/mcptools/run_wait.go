@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
 	"time"
 
 	api "svc.dev/libs/apiclient"
@@ -63,6 +64,7 @@ var errStreamStop = errors.New("stop reading the stream")
 // waitForRun waits until the run has finished, waits for a signal, or has begun a timer wait
 // since the call started, for at most d. ctx bounds the whole call (the client's request).
 func (t *tools) waitForRun(ctx context.Context, p Principal, runID string, d time.Duration) (RunsWaitOutput, error) {
+	ctx = clientContext{ctx}
 	w := &runWait{p: p, runID: runID, timing: t.timing}
 	r, err := t.getRun(ctx, p, runID)
 	if err != nil {
@@ -276,6 +278,22 @@ func (w *runWait) open(ctx context.Context, last string) *eventStream {
 		})
 	}()
 	return s
+}
+
+// clientContext is the context of the API requests a wait makes: the call's deadline,
+// cancellation and values, but not the values net/http sets on the request of a server.
+// Over /api/mcp a tool call arrives on such a request, and the gateway answers the tool's
+// API requests in process (its selfTransport), with its reverse proxy. That proxy takes a
+// request carrying http.ServerContextKey for one a server serves, and when the copy of an
+// answer fails (a stream the wait closes) it aborts with a panic only a server recovers,
+// which would take the gateway down. Without the key, the proxy just stops.
+type clientContext struct{ context.Context }
+
+func (c clientContext) Value(key any) any {
+	if key == http.ServerContextKey || key == http.LocalAddrContextKey {
+		return nil
+	}
+	return c.Context.Value(key)
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) error {

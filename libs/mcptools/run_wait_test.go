@@ -2,11 +2,15 @@ package mcptools
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -292,6 +296,29 @@ func TestRunsWait(t *testing.T) {
 		require.True(t, out.Waiting, out)
 		require.Less(t, time.Since(start), 2*time.Second)
 		require.EqualValues(t, 1, b.api.streams.Load())
+	})
+
+	t.Run("AProxyInProcessIsNotAborted", func(t *testing.T) {
+		t.Parallel()
+		// As over /api/mcp: the call arrives on a server's request, and its API requests are
+		// answered in process by a reverse proxy whose answer is handed over whole. Closing
+		// the held-back stream must not make the proxy abort with a panic (the test binary
+		// would die).
+		f := newFakeRuns("running")
+		srv := httptest.NewServer(f)
+		t.Cleanup(srv.Close)
+		target, err := url.Parse(srv.URL)
+		require.NoError(t, err)
+		proxy := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) { pr.SetURL(target) }, FlushInterval: -1,
+			ErrorLog: log.New(io.Discard, "", 0)}
+		c, err := api.NewClient("http://gateway.internal", &http.Client{Transport: bufferingTransport{h: proxy}}, "test")
+		require.NoError(t, err)
+		tl := &tools{timing: fastTiming()}
+		f.after(500*time.Millisecond, "waiting", &api.Waiting{BlockID: "hold", Kind: "signal", Signal: "go"})
+		ctx := context.WithValue(t.Context(), http.ServerContextKey, &http.Server{})
+		out, err := tl.waitForRun(ctx, Principal{Client: c, Key: "svc_test"}, "run_1", 5*time.Second)
+		require.NoError(t, err)
+		require.True(t, out.Waiting, out)
 	})
 
 	t.Run("AHeldBackStreamThatEndsIsRead", func(t *testing.T) {
