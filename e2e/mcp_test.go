@@ -33,8 +33,11 @@ func TestMCP(t *testing.T) {
 	t.Parallel()
 	bin := buildCLI(t)
 	// Each tool call costs the caller one token for the MCP request and one per API call the
-	// tool makes (runs_wait polls): more than the default 60 a minute for this test's pace.
-	sys := harness.Start(t, harness.Options{Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin, "SVC_RATE_LIMIT_PER_MINUTE": "2000"}})
+	// tool makes: more than the default 60 a minute for this test's pace (the default is
+	// TestMCPWaitAtTheDefaultRateLimit's). TrustGateway: `svc login` sends the API's address as
+	// Origin.
+	sys := harness.Start(t, harness.Options{TrustGateway: true,
+		Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin, "SVC_RATE_LIMIT_PER_MINUTE": "2000"}})
 
 	orgA := newRunsUser(t, sys, "mcp-a")
 	keyA := apiKeyOf(t, orgA)
@@ -61,6 +64,75 @@ func TestMCP(t *testing.T) {
 	t.Run("HTTP", func(t *testing.T) {
 		t.Parallel()
 		mcpBuildRunSignal(t, overHTTP(t, "Bearer "+keyA), "http")
+	})
+
+	t.Run("StdioWithTheSavedLogin", func(t *testing.T) {
+		t.Parallel()
+		// No SVC_API_KEY and no SVC_API: `svc mcp` acts with the key `svc login` saved, at the
+		// API of the last login.
+		home := t.TempDir()
+		login := exec.Command(bin, "login", "--email", uniqueEmail("mcp-login"), "--password", "correct horse battery", "--non-interactive")
+		login.Env = append(environ(), "HOME="+home, "SVC_API="+sys.BaseURL)
+		out, err := login.CombinedOutput()
+		require.NoError(t, err, "svc login: %s", out)
+		cmd := exec.Command(bin, "mcp")
+		cmd.Env = append(environ(), "HOME="+home)
+		s := mcpConnect(t, &mcp.CommandTransport{Command: cmd})
+		mcpBuildRunSignal(t, s, "login")
+
+		// Without a login nor a key there is nothing to act as: the server does not start.
+		cmd = exec.Command(bin, "mcp")
+		cmd.Env = append(environ(), "HOME="+t.TempDir(), "SVC_API="+sys.BaseURL)
+		cmd.Stdin = strings.NewReader("")
+		out, err = cmd.CombinedOutput()
+		require.Error(t, err, "svc mcp without credentials: %s", out)
+		require.Contains(t, string(out), "login", "it says how to get credentials")
+	})
+
+	t.Run("HTTPWithABrowserSession", func(t *testing.T) {
+		t.Parallel()
+		// Signed in as the console is: the session cookie and nothing else.
+		a := signUp(t, sys, "mcp-cookie")
+		in := newClient(t, sys).post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": a.password})
+		require.Equal(t, http.StatusOK, in.Status, in.Raw)
+		cookie := sessionCookie(t, in.Header)
+		s := mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{
+			Timeout: 3 * time.Minute, Transport: headerTransport{name: "Cookie", value: cookie}}})
+
+		wf := mcpCall(t, s, "workflows_create", map[string]any{"name": "mcp-cookie", "definition": map[string]any{
+			"blocks": []any{
+				map[string]any{"block_id": "start", "type": "trigger.manual"},
+				map[string]any{"block_id": "say", "type": "log", "params": map[string]any{"message": "hello {{ input.who }}"}},
+			},
+			"edges": []any{map[string]any{"block_id": "start", "target_block_id": "say"}},
+		}})
+		require.Empty(t, wf["skipped_items"], wf)
+		require.Empty(t, wf["validation_errors"], wf)
+		wfID := wf["id"].(string)
+		runID := mcpCall(t, s, "runs_start", map[string]any{"workflow_id": wfID, "input": map[string]any{"who": "cookie"}})["runId"].(string)
+		w := mcpCall(t, s, "runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 20})
+		require.Equal(t, "completed", obj(t, w["run"])["status"], w)
+		attempts := objs(t, mcpCall(t, s, "runs_logs", map[string]any{"run_id": runID})["attempts"])
+		require.Len(t, attempts, 2, attempts)
+		i := slices.IndexFunc(attempts, func(a map[string]any) bool { return a["block_id"] == "say" })
+		require.GreaterOrEqual(t, i, 0, attempts)
+		require.Equal(t, "hello cookie", obj(t, attempts[i]["input"])["message"], attempts)
+		// The tools acted as the session's user, in its organization: the API shows the same.
+		require.Equal(t, runID, a.c.get("/api/runs/" + runID).Body["runId"])
+		require.Contains(t, mcpIDs(t, mcpCall(t, s, "workflows_list", nil)["workflows"], "id"), wfID)
+
+		// Neither a cookie nor a key: the contract's 401, before MCP sees the request; a
+		// cookie that is not a session's, the same.
+		list := `{"jsonrpc":"2.0","id":1,"method":"tools/list"}`
+		hdr := []string{"Content-Type", "application/json", "Accept", "application/json, text/event-stream"}
+		r := call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), hdr...)
+		requireError(t, r, http.StatusUnauthorized, "unauthorized")
+		require.NotEmpty(t, r.Body["message"], r.Raw)
+		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie[:len(cookie)-4]+"AAAA")...)
+		requireError(t, r, http.StatusUnauthorized, "unauthorized")
+		_, err := mcp.NewClient(&mcp.Implementation{Name: "svc-e2e", Version: "1"}, nil).Connect(t.Context(),
+			&mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{Timeout: 30 * time.Second}}, nil)
+		require.Error(t, err, "a client without credentials cannot even initialize")
 	})
 
 	t.Run("HTTPWithASession", func(t *testing.T) {
@@ -198,6 +270,92 @@ func TestMCP(t *testing.T) {
 			require.Equal(t, http.StatusMethodNotAllowed, r.Status, "%s: %s", m, r.Raw)
 		}
 	})
+}
+
+// TestMCPWaitAtTheDefaultRateLimit waits with runs_wait for a run that sleeps 25 s, over both
+// transports, at the default rate limit (60 a minute per organization and principal; the
+// system is this test's own so nothing else spends the buckets): the wait ends with the run's
+// end, the gateway refuses no request of the whole system, and the principal's bucket is still
+// more than half full afterwards.
+func TestMCPWaitAtTheDefaultRateLimit(t *testing.T) {
+	t.Parallel()
+	bin := buildCLI(t)
+	sys := harness.Start(t, harness.Options{Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin}})
+
+	waitForTheEnd := func(t *testing.T, s *mcp.ClientSession, key, tag string) {
+		t.Helper()
+		wf := mcpCall(t, s, "workflows_create", map[string]any{"name": "mcp-nap-" + tag, "definition": map[string]any{
+			"blocks": []any{
+				map[string]any{"block_id": "start", "type": "trigger.manual"},
+				map[string]any{"block_id": "nap", "type": "wait", "params": map[string]any{"duration": "25s"}},
+				map[string]any{"block_id": "done", "type": "log", "params": map[string]any{"message": "awake"}},
+			},
+			"edges": []any{
+				map[string]any{"block_id": "start", "target_block_id": "nap"},
+				map[string]any{"block_id": "nap", "target_block_id": "done"},
+			},
+		}})
+		require.Empty(t, wf["skipped_items"], wf)
+		require.Empty(t, wf["validation_errors"], wf)
+		runID := mcpCall(t, s, "runs_start", map[string]any{"workflow_id": wf["id"]})["runId"].(string)
+		started := time.Now()
+
+		// An agent's loop: wait until the run has finished. The sleep ends at most one call
+		// (when it begins during it); the next waits it through.
+		var w map[string]any
+		calls := 0
+		for calls < 3 {
+			calls++
+			w = mcpCall(t, s, "runs_wait", map[string]any{"run_id": runID, "timeout_seconds": 60})
+			if w["finished"] == true {
+				break
+			}
+			require.Equal(t, true, w["waiting"], w)
+			require.Equal(t, false, w["timed_out"], w)
+			require.Equal(t, "sleep", obj(t, obj(t, w["run"])["waiting"])["kind"], w)
+		}
+		require.Equal(t, "completed", obj(t, w["run"])["status"], w)
+		require.LessOrEqual(t, calls, 2, "one call per wait")
+		require.Greater(t, time.Since(started), 20*time.Second, "it waited through the sleep")
+
+		// The principal has tokens left: a following call succeeds, and the bucket is still
+		// more than half full.
+		require.Len(t, objs(t, mcpCall(t, s, "runs_logs", map[string]any{"run_id": runID})["attempts"]), 3)
+		r := call(t, http.MethodGet, sys.BaseURL+"/api/runs/"+runID, nil, "X-Api-Key", key)
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		require.Equal(t, "60", r.Header.Get("RateLimit-Limit"))
+		left, err := strconv.Atoi(r.Header.Get("RateLimit-Remaining"))
+		require.NoError(t, err, r.Header)
+		require.Greater(t, left, 30, "tokens left after the wait")
+		t.Logf("%s: the run ended after %s, seen in %d runs_wait calls; %d of 60 tokens left", tag, time.Since(started).Round(time.Second), calls, left)
+	}
+
+	t.Run("Waits", func(t *testing.T) {
+		t.Run("Stdio", func(t *testing.T) {
+			t.Parallel()
+			key := apiKeyOf(t, newRunsUser(t, sys, "mcp-nap-stdio"))
+			cmd := exec.Command(bin, "mcp")
+			cmd.Env = append(environ(), "HOME="+t.TempDir(), "SVC_API="+sys.BaseURL, "SVC_API_KEY="+key)
+			waitForTheEnd(t, mcpConnect(t, &mcp.CommandTransport{Command: cmd}), key, "stdio")
+		})
+		t.Run("HTTP", func(t *testing.T) {
+			t.Parallel()
+			key := apiKeyOf(t, newRunsUser(t, sys, "mcp-nap-http"))
+			s := mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{
+				Timeout: 3 * time.Minute, Transport: headerTransport{name: "Authorization", value: "Bearer " + key}}})
+			waitForTheEnd(t, s, key, "http")
+		})
+	})
+
+	// Not one request of the system was refused with 429 (the gateway counts each refusal).
+	r := call(t, http.MethodGet, sys.AdminURL+"/metrics", nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	for _, line := range strings.Split(r.Raw, "\n") {
+		if strings.HasPrefix(line, "svc_gateway_rate_limited_total") {
+			fields := strings.Fields(line)
+			require.Equal(t, "0", fields[len(fields)-1], "requests refused: %s", line)
+		}
+	}
 }
 
 // mcpBuildRunSignal is the agent's loop: a batch with a misspelled block type, repaired from
