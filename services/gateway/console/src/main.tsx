@@ -1,7 +1,9 @@
 import { render } from "preact";
-import { useEffect, useRef, useState } from "preact/hooks";
-import { APIError, all, call, get, post, finished, type Attempt, type Run, type Workflow } from "./api";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
+import { APIError, call, finished, get, onRateLimit, post, type Attempt, type RateNotice, type Run, type Workflow } from "./api";
+import { RunFollower } from "./follower";
 import { Graph } from "./graph";
+import { PagedList, RunsList, type Model } from "./lists";
 import "./style.css";
 
 // --- routing: the History API; the gateway answers every console path with index.html.
@@ -22,12 +24,36 @@ const A = ({ href, children, ...rest }: any) => (
   <a href={href} onClick={(e: MouseEvent) => { if (!e.ctrlKey && !e.metaKey) { e.preventDefault(); navigate(href); } }} {...rest}>{children}</a>
 );
 
+// sentence ends a message with a full stop, so that another sentence can follow it.
+const sentence = (m: string) => (/[.!?]$/.test(m) ? m : m + ".");
+
 const ErrorBox = ({ err }: { err: unknown }) =>
   err ? (
     <p class="error" role="alert">
-      {err instanceof APIError ? <><code>{err.code}</code> {err.message !== err.code ? err.message : ""}</> : String(err)}
+      {err instanceof APIError
+        ? <><code>{err.code}</code> {err.message !== err.code ? (err.retryAfterMs ? sentence(err.message) : err.message) : ""}{err.retryAfterMs ? ` Try again in ${Math.ceil(err.retryAfterMs / 1000)} s.` : ""}</>
+        : String(err)}
     </p>
   ) : null;
+
+// RateLimited shows a request waiting out a 429: the contract's code and message, and when it
+// is sent again.
+function RateLimited() {
+  const [n, setN] = useState<RateNotice | null>(null);
+  const [, tick] = useState(0);
+  useEffect(() => onRateLimit(setN), []);
+  useEffect(() => {
+    if (!n) return;
+    const t = setInterval(() => tick((x) => x + 1), 1000);
+    return () => clearInterval(t);
+  }, [n]);
+  if (!n) return null;
+  return (
+    <p class="error" role="alert" data-testid="rate-limited">
+      <code>{n.code}</code> {n.message !== n.code ? sentence(n.message) : ""} Retrying in {Math.max(1, Math.ceil((n.until - Date.now()) / 1000))} s.
+    </p>
+  );
+}
 
 const Json = ({ v }: { v: unknown }) => <pre class="json">{v === undefined ? "—" : JSON.stringify(v, null, 2)}</pre>;
 const when = (t?: string | null) => (t ? new Date(t).toLocaleString() : "—");
@@ -45,17 +71,34 @@ function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
   return { ...state, reload: () => setN((x) => x + 1) };
 }
 
-// useEvents opens an SSE stream and calls on() for each named event.
-function useEvents(url: string | null, names: string[], on: (name: string, data: any) => void) {
-  const latest = useRef(on);
-  latest.current = on;
+// useModel makes a model (lists.ts, follower.ts) when deps change, starts it while the page
+// shows it, and renders the page each time it changes.
+function useModel<M extends Model>(make: (changed: () => void) => M, deps: unknown[]): M {
+  const [, bump] = useState(0);
+  const live = useRef(true);
+  useEffect(() => () => { live.current = false; }, []);
+  const m = useMemo(() => make(() => { if (live.current) bump((x) => x + 1); }), deps);
   useEffect(() => {
-    if (!url) return;
-    const es = new EventSource(url);
-    for (const n of names) es.addEventListener(n, ((e: MessageEvent) => latest.current(n, JSON.parse(e.data))) as EventListener);
-    return () => es.close();
-  }, [url]);
+    m.start();
+    return () => m.stop();
+  }, [m]);
+  return m;
 }
+
+// More is the end of a list: "Load more" while there is a next page.
+function More({ list, what }: { list: PagedList<any>; what: string }) {
+  return (
+    <div class="more">
+      <ErrorBox err={list.moreErr} />
+      {list.loaded && <span class="count" data-testid="count">{list.items.length} {what}{list.next ? " loaded" : ""}</span>}
+      {list.next && <button onClick={() => list.more()} disabled={list.loadingMore}>{list.loadingMore ? "Loading…" : "Load more"}</button>}
+    </div>
+  );
+}
+
+// Failed is a list whose first page could not be read.
+const Failed = ({ list }: { list: PagedList<any> }) =>
+  list.err ? <div><ErrorBox err={list.err} /><button onClick={() => list.retry()}>Try again</button></div> : null;
 
 // --- auth
 function SignIn({ up, onDone }: { up: boolean; onDone: () => void }) {
@@ -116,23 +159,34 @@ function Shell({ session, onSignOut, children }: any) {
         <button class="link" onClick={async () => { try { await post("/api/auth/sign-out"); } finally { onSignOut(); } }}>Sign out</button>
       </nav>
       <ErrorBox err={err || orgs.err} />
+      <RateLimited />
       <main>{children}</main>
     </div>
   );
 }
 
 // --- workflows
+const WF_ID = /^wf_[0-9a-z]{26}$/;
+
+// Workflows lists the organization's workflows a page at a time. The API has no search, so the
+// search box filters the workflows loaded, and says so while more pages remain; an id typed in
+// full opens that workflow.
 function Workflows() {
-  const wfs = useLoad(() => all<Workflow>("/api/workflows"), []);
+  const list = useModel((changed) => new PagedList<Workflow>("/api/workflows", (w) => w.id, changed), []);
   const [q, setQ] = useState("");
-  const shown = (wfs.data || []).filter((w) => !q || w.name.toLowerCase().includes(q.toLowerCase()) || w.id.includes(q));
+  const needle = q.trim().toLowerCase();
+  const shown = list.items.filter((w) => !needle || w.name.toLowerCase().includes(needle) || w.id.includes(needle));
   return (
     <section>
       <h1>Workflows</h1>
       <input type="search" placeholder="Search by name or id" value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
-      <ErrorBox err={wfs.err} />
-      {wfs.data && wfs.data.length === 0 && <p class="empty">No workflows yet. Create one with <code>svc workflows create</code> or <code>POST /api/workflows</code>, then open it here.</p>}
-      {wfs.data && wfs.data.length > 0 && shown.length === 0 && <p class="empty">No workflow matches “{q}”.</p>}
+      {needle && list.next && <small class="hint"> Searching the {list.items.length} workflows loaded: load more to search further.</small>}
+      <Failed list={list} />
+      {!list.loaded && !list.err && <p>Loading…</p>}
+      {list.loaded && list.items.length === 0 && <p class="empty">No workflows yet. Create one with <code>svc workflows create</code> or <code>POST /api/workflows</code>, then open it here.</p>}
+      {list.items.length > 0 && shown.length === 0 && (
+        <p class="empty">No workflow{list.next ? " loaded" : ""} matches “{q}”.{WF_ID.test(needle) && <> <A href={`/workflows/${needle}`}>Open {needle}</A></>}</p>
+      )}
       <table>
         <tbody>
           {shown.map((w) => (
@@ -140,6 +194,7 @@ function Workflows() {
           ))}
         </tbody>
       </table>
+      <More list={list} what="workflows" />
     </section>
   );
 }
@@ -185,24 +240,21 @@ function WorkflowPage({ id }: { id: string }) {
 // --- runs
 const STATUSES = ["queued", "running", "waiting", "completed", "failed", "cancelled"];
 
+// Runs lists the organization's runs a page at a time, kept current by the organization's
+// stream (lists.ts). Workflow names come from one page of workflows; a run of a workflow not on
+// it shows the workflow's id.
 function Runs({ query }: { query: URLSearchParams }) {
   const workflowId = query.get("workflowId") || "", status = query.get("status") || "";
-  const qs = new URLSearchParams();
-  if (workflowId) qs.set("workflowId", workflowId);
-  if (status) qs.set("status", status);
-  const runs = useLoad(() => all<Run>(`/api/runs?${qs}`), [qs.toString()]);
-  const wfs = useLoad(() => all<Workflow>("/api/workflows"), []);
-  const [live, setLive] = useState<Record<string, string>>({});
-  useEvents(`/api/runs/events?${qs}`, ["run.status"], (_, d) => {
-    setLive((m) => ({ ...m, [d.runId]: d.status }));
-    if (!(runs.data || []).some((r) => r.runId === d.runId)) runs.reload();
-  });
+  const runs = useModel((changed) => new RunsList({ workflowId, status }, changed), [workflowId, status]);
+  const wfs = useModel((changed) => new PagedList<Workflow>("/api/workflows", (w) => w.id, changed, 500), []);
   const setFilter = (k: string, v: string) => {
-    const n = new URLSearchParams(qs);
+    const n = new URLSearchParams();
+    if (workflowId) n.set("workflowId", workflowId);
+    if (status) n.set("status", status);
     v ? n.set(k, v) : n.delete(k);
     navigate(`/runs${n.toString() ? "?" + n : ""}`);
   };
-  const names = new Map((wfs.data || []).map((w) => [w.id, w.name]));
+  const names = new Map(wfs.items.map((w) => [w.id, w.name]));
   return (
     <section>
       <h1>Runs</h1>
@@ -213,23 +265,27 @@ function Runs({ query }: { query: URLSearchParams }) {
         </select>
         <select aria-label="Workflow" value={workflowId} onChange={(e) => setFilter("workflowId", (e.target as HTMLSelectElement).value)}>
           <option value="">any workflow</option>
-          {(wfs.data || []).map((w) => <option key={w.id} value={w.id}>{w.name}</option>)}
+          {workflowId && !names.has(workflowId) && <option value={workflowId}>{workflowId}</option>}
+          {wfs.items.map((w) => <option key={w.id} value={w.id}>{w.name}</option>)}
         </select>
       </div>
-      <ErrorBox err={runs.err} />
-      {runs.data && runs.data.length === 0 && <p class="empty">No runs{status || workflowId ? " match these filters" : " yet"}. Open a workflow and press “Start run”, or use <code>svc run</code>.</p>}
+      <Failed list={runs} />
+      <ErrorBox err={runs.streamErr} />
+      {!runs.loaded && !runs.err && <p>Loading…</p>}
+      {runs.loaded && runs.items.length === 0 && <p class="empty">No runs{status || workflowId ? " match these filters" : " yet"}. Open a workflow and press “Start run”, or use <code>svc run</code>.</p>}
       <table>
         <tbody>
-          {(runs.data || []).map((r) => (
+          {runs.items.map((r) => (
             <tr key={r.runId} data-run={r.runId}>
               <td><A href={`/runs/${r.runId}`}><code>{r.runId}</code></A></td>
               <td>{names.get(r.workflowId) || r.workflowId}</td>
-              <td><Status s={live[r.runId] || r.status} /></td>
+              <td><Status s={r.status} /></td>
               <td>{when(r.createdAt)}</td>
             </tr>
           ))}
         </tbody>
       </table>
+      <More list={runs} what="runs" />
     </section>
   );
 }
@@ -265,57 +321,23 @@ function Timeline({ run, attempts, now }: { run: Run; attempts: Attempt[]; now: 
   );
 }
 
+// RunPage shows one run, kept current by its event stream (follower.ts).
 function RunPage({ id }: { id: string }) {
-  const [run, setRun] = useState<Run>();
-  const [attempts, setAttempts] = useState<Attempt[]>([]);
-  const [err, setErr] = useState<unknown>();
+  const f = useModel((changed) => new RunFollower(id, changed), [id]);
   const [actErr, setActErr] = useState<unknown>();
   const [note, setNote] = useState("");
-  const [now, setNow] = useState(Date.now());
   const [signal, setSignal] = useState("");
   const [payload, setPayload] = useState("");
-  const load = async () => {
-    try {
-      const [r, logs] = await Promise.all([get<Run>(`/api/runs/${id}?include=workflow`), all<Attempt>(`/api/runs/${id}/logs`)]);
-      setRun(r);
-      setAttempts(logs.sort((a, b) => Date.parse(a.startedAt) - Date.parse(b.startedAt)));
-      setNow(Date.now());
-      if (r.waiting?.kind === "signal" && r.waiting.signal) setSignal((s) => s || r.waiting!.signal!);
-    } catch (x) { setErr(x); }
-  };
-  useEffect(() => { load(); }, [id]);
-  // The run's stream updates the page at once from each event's data; the run and its attempts
-  // (inputs, outputs) are re-read at most once a second after events, and at the run's end, so
-  // a busy run does not spend the principal's rate limit.
-  const pending = useRef<number | null>(null);
-  const refresh = (now: boolean) => {
-    if (now) { if (pending.current) clearTimeout(pending.current); pending.current = null; load(); return; }
-    if (pending.current) return;
-    pending.current = window.setTimeout(() => { pending.current = null; load(); }, 1000);
-  };
-  useEffect(() => () => { if (pending.current) clearTimeout(pending.current); }, [id]);
-  useEvents(`/api/runs/${id}/events`, ["run.status", "attempt.started", "attempt.finished"], (name, d) => {
-    setNow(Date.now());
-    if (name === "run.status") {
-      setRun((r) => r && { ...r, status: d.status, waiting: d.waiting ?? null, error: d.error ?? r.error });
-      refresh(finished(d.status));
-      return;
-    }
-    setAttempts((as) => {
-      const a: Attempt = { id: d.attemptId, block_id: d.block_id, type: d.type, attempt: d.attempt, status: d.status,
-        startedAt: d.startedAt, finishedAt: d.finishedAt ?? null, durationMs: d.durationMs ?? null, input: undefined, output: undefined, error: d.error ?? null };
-      const old = as.find((x) => x.id === a.id);
-      const merged = old ? { ...old, ...a, input: old.input, output: old.output } : a;
-      return [...as.filter((x) => x.id !== a.id), merged].sort((x, y) => Date.parse(x.startedAt) - Date.parse(y.startedAt));
-    });
-    refresh(false);
-  });
+  const run = f.run, attempts = f.attempts, err = f.err, now = Date.now();
+  const waitsFor = run?.waiting?.kind === "signal" ? run.waiting.signal || "" : "";
+  useEffect(() => { if (waitsFor) setSignal((s) => s || waitsFor); }, [waitsFor]);
   if (err) return <ErrorBox err={err} />;
   if (!run) return <p>Loading…</p>;
   const cancel = async () => {
     if (!confirm(`Cancel run ${id}? Its running attempt is stopped and nothing else starts.`)) return;
     setActErr(undefined);
-    try { await post(`/api/runs/${id}/cancel`); setNote("Cancelled."); load(); } catch (x) { setActErr(x); }
+    // The run's stream brings the cancelled status (and the page reads what it lacks).
+    try { await post(`/api/runs/${id}/cancel`); setNote("Cancelled."); } catch (x) { setActErr(x); }
   };
   const send = async (e: Event) => {
     e.preventDefault();
@@ -348,6 +370,7 @@ function RunPage({ id }: { id: string }) {
       </div>
       {note && <p class="note" role="status">{note}</p>}
       <ErrorBox err={actErr} />
+      <ErrorBox err={f.bgErr} />
       <h2>Attempts</h2>
       <Timeline run={run} attempts={attempts} now={now} />
       <table class="attempts">
@@ -356,7 +379,7 @@ function RunPage({ id }: { id: string }) {
           {attempts.map((a) => (
             <tr key={a.id} id={a.id} class={`a-${a.status}`}>
               <td>{a.block_id} <small>{a.type}</small></td><td>{a.attempt}</td><td><Status s={a.status} /></td><td>{when(a.startedAt)}</td><td>{a.durationMs ?? "…"}</td>
-              <td><details><summary>input / output / error</summary><b>input</b><Json v={a.input} /><b>output</b><Json v={a.output} />{a.error && <><b>error</b><Json v={a.error} /></>}</details></td>
+              <td><details onToggle={(e) => { if ((e.target as HTMLDetailsElement).open && a.input === undefined) f.wantDetails(); }}><summary>input / output / error</summary><b>input</b><Json v={a.input} /><b>output</b><Json v={a.output} />{a.error && <><b>error</b><Json v={a.error} /></>}</details></td>
             </tr>
           ))}
         </tbody>
@@ -372,26 +395,30 @@ function RunPage({ id }: { id: string }) {
 
 // --- schedules
 function Schedules() {
-  const s = useLoad(() => all<any>("/api/schedules"), []);
+  const s = useModel((changed) => new PagedList<any>("/api/schedules", (x) => x.id, changed), []);
   const [err, setErr] = useState<unknown>();
+  // The answer is the schedule as it is now: it replaces the row, with no list read.
   const toggle = async (x: any) => {
     setErr(undefined);
-    try { await call("PATCH", `/api/schedules/${x.id}`, { enabled: !x.enabled }); s.reload(); } catch (e) { setErr(e); }
+    try { s.replace(await call("PATCH", `/api/schedules/${x.id}`, { enabled: !x.enabled })); } catch (e) { setErr(e); }
   };
   return (
     <section>
       <h1>Schedules</h1>
-      <ErrorBox err={s.err || err} />
-      {s.data && s.data.length === 0 && <p class="empty">No schedules. Create one with <code>svc schedules create</code> or <code>POST /api/schedules {"{workflowId, cron}"}</code>.</p>}
+      <Failed list={s} />
+      <ErrorBox err={err} />
+      {!s.loaded && !s.err && <p>Loading…</p>}
+      {s.loaded && s.items.length === 0 && <p class="empty">No schedules. Create one with <code>svc schedules create</code> or <code>POST /api/schedules {"{workflowId, cron}"}</code>.</p>}
       <table>
         <tbody>
-          {(s.data || []).map((x) => (
-            <tr key={x.id}><td><code>{x.cron}</code> {x.timezone}</td><td><A href={`/workflows/${x.workflowId}`}>{x.workflowId}</A></td>
+          {s.items.map((x) => (
+            <tr key={x.id} data-schedule={x.id}><td><code>{x.cron}</code> {x.timezone}</td><td><A href={`/workflows/${x.workflowId}`}>{x.workflowId}</A></td>
               <td>{x.enabled ? `next ${when(x.nextFireAt)}` : "disabled"}</td><td>last {when(x.lastFiredAt)}</td>
               <td><button onClick={() => toggle(x)}>{x.enabled ? "Disable" : "Enable"}</button></td></tr>
           ))}
         </tbody>
       </table>
+      <More list={s} what="schedules" />
     </section>
   );
 }
@@ -438,10 +465,10 @@ function App() {
   const session = useLoad(() => get<any>("/api/auth/get-session"), []);
   const [u, qs] = path.split("?");
   const query = new URLSearchParams(qs || "");
-  if (session.loading) return <p>Loading…</p>;
+  if (session.loading) return <><RateLimited /><p>Loading…</p></>;
   if (!session.data) {
     const up = u === "/signup";
-    return <SignIn up={up} onDone={() => { if (u === "/signin" || up) navigate("/workflows"); session.reload(); }} />;
+    return <><RateLimited /><SignIn up={up} onDone={() => { if (u === "/signin" || up) navigate("/workflows"); session.reload(); }} /></>;
   }
   const seg = u.split("/").filter(Boolean);
   let page;
