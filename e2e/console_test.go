@@ -4,11 +4,16 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,8 +30,17 @@ const consoleDir = "console"
 // chromium, headless, through playwright-core): sign up, a workflow created through the API
 // and opened (its graph), a run started from the page whose attempts appear without a reload
 // (the run's event stream), the signal it waits for sent from the page, the run completed; a
-// second run cancelled from the page; an API key created and revoked. It takes screenshots of
+// second run cancelled from the page; an API key created and revoked; the user's bucket emptied
+// from outside the page, so that the page shows the 429's message and reads again once its
+// retryAfterMs has passed. It takes screenshots of
 // the workflow graph and the run page (docs/ holds the last ones kept, see below).
+//
+// Then, at the default rate limit (60 requests a minute per principal), a second user signs in
+// to an organization that already holds consoleSeedRuns runs (seedConsoleOrganization): the
+// runs page shows the first page and loads the next, a run started meanwhile appears at the
+// top of the list and its status follows, and its page shows its attempts as they happen and
+// its end. The browser must get no 429, and the requests that page sends are counted and
+// bounded (console.mjs). A page error fails the test.
 func TestConsole(t *testing.T) {
 	t.Parallel()
 	browser, err := exec.LookPath("chromium")
@@ -34,9 +48,12 @@ func TestConsole(t *testing.T) {
 		t.Skip("chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
 	}
 	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
-	sys := harness.Start(t, harness.Options{TrustGateway: true})
+	// testOrigin is trusted too, for signUp (the seeded organization's user); the rate limit is
+	// left at its default.
+	sys := harness.Start(t, harness.Options{TrustGateway: true, Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin}})
+	seed := seedConsoleOrganization(t, sys, consoleSeedRuns)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	// An ES module resolves its imports from where it lies (NODE_PATH is not read): the script
 	// runs from a directory beside the installed packages.
@@ -55,13 +72,19 @@ func TestConsole(t *testing.T) {
 	}
 	cmd := exec.CommandContext(ctx, "node", script)
 	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser,
-		"SHOTS="+shots, "EMAIL=console-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com")
+		"SHOTS="+shots, "EMAIL=console-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com",
+		"SEED_EMAIL="+seed.email, "SEED_PASSWORD="+seed.password, "SEED_KEY="+seed.key,
+		"SEED_WORKFLOW="+seed.liveWorkflow, fmt.Sprintf("SEED_RUNS=%d", seed.runs))
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	err = cmd.Run()
 	require.NoError(t, err, "console.mjs:\n%s", out.String())
 	require.Contains(t, out.String(), "\nok\n", out.String())
+	// The requests the pages sent, for the record (console.mjs bounds them).
+	for _, m := range regexp.MustCompile(`(?m)^(requests: |shown: |attempts on the run page: |  (GET|POST|PATCH) ).*$`).FindAllString(out.String(), -1) {
+		t.Log(m)
+	}
 
 	// The key revoked on the page is refused at once.
 	m := regexp.MustCompile(`revoked: (svc_\w+)`).FindStringSubmatch(out.String())
@@ -78,4 +101,119 @@ func TestConsole(t *testing.T) {
 		require.NoError(t, err)
 		require.Positive(t, st.Size())
 	}
+}
+
+// consoleSeedRuns is how many runs the second organization holds before its user signs in:
+// six pages of the runs list.
+const consoleSeedRuns = 300
+
+// consoleSeed is an organization whose user has not used the console yet.
+type consoleSeed struct {
+	email, password string
+	key             string // an API key of the organization: a principal other than the user
+	liveWorkflow    string // sleeps a few times, then waits for the signal "go"
+	runs            int
+}
+
+// consoleLiveWorkflow runs for about eight seconds (eight sleeps of one second, each followed
+// by a log line), then waits for the signal "go", then logs once more.
+func consoleLiveWorkflow() map[string]any {
+	blocks := []map[string]any{{"block_id": "start", "type": "trigger.manual"}}
+	edges := []map[string]any{}
+	prev := "start"
+	for i := 1; i <= 8; i++ {
+		nap, note := fmt.Sprintf("nap%d", i), fmt.Sprintf("note%d", i)
+		blocks = append(blocks,
+			map[string]any{"block_id": nap, "type": "wait", "params": map[string]any{"duration": "1s"}},
+			map[string]any{"block_id": note, "type": "log", "params": map[string]any{"message": fmt.Sprintf("nap %d over", i)}})
+		edges = append(edges, map[string]any{"block_id": prev, "target_block_id": nap}, map[string]any{"block_id": nap, "target_block_id": note})
+		prev = note
+	}
+	blocks = append(blocks,
+		map[string]any{"block_id": "hold", "type": "wait", "params": map[string]any{"signal": "go", "timeout": "10m"}},
+		map[string]any{"block_id": "done", "type": "log", "params": map[string]any{"message": "live done"}})
+	edges = append(edges, map[string]any{"block_id": prev, "target_block_id": "hold"}, map[string]any{"block_id": "hold", "target_block_id": "done"})
+	return map[string]any{"blocks": blocks, "edges": edges}
+}
+
+// seedConsoleOrganization signs up a user and fills its organization with runs runs of a
+// one-step workflow (they end as they are dispatched). The runs are started with API keys of
+// the organization, 50 per key: each key is a principal with a bucket of its own, so neither
+// the seeding nor the user's browser waits for the other's tokens.
+func seedConsoleOrganization(t *testing.T, sys *harness.System, runs int) consoleSeed {
+	t.Helper()
+	a := signUp(t, sys, "console-big")
+	const perKey = 50
+	keys := make([]string, 1+(runs+perKey-1)/perKey)
+	for i := range keys {
+		r := a.c.post("/api/auth/api-key/create", map[string]any{"name": fmt.Sprintf("seed-%d", i)})
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		keys[i], _ = r.Body["key"].(string)
+		require.NotEmpty(t, keys[i], r.Raw)
+	}
+	admin := newClient(t, sys).with(func(c *client) { c.apiKey = keys[0] })
+	create := func(name string, def map[string]any) string {
+		r := admin.post("/api/workflows", map[string]any{"name": name, "definition": def})
+		require.Equal(t, http.StatusCreated, r.Status, r.Raw)
+		require.Empty(t, r.Body["skipped_items"], r.Raw)
+		id, _ := r.Body["id"].(string)
+		require.NotEmpty(t, id, r.Raw)
+		return id
+	}
+	bulk := create("console-bulk", map[string]any{
+		"blocks": []map[string]any{{"block_id": "start", "type": "trigger.manual"}, {"block_id": "note", "type": "log", "params": map[string]any{"message": "run {{ input.i }}"}}},
+		"edges":  []map[string]any{{"block_id": "start", "target_block_id": "note"}},
+	})
+	live := create("console-live", consoleLiveWorkflow())
+
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []string
+	)
+	ctx := harness.Context(t)
+	for k, key := range keys[1:] {
+		wg.Go(func() {
+			for j := range perKey {
+				i := k*perKey + j
+				if i >= runs {
+					return
+				}
+				if err := startRunWithKey(ctx, sys.BaseURL, key, bulk, map[string]any{"i": i}); err != nil {
+					mu.Lock()
+					errs = append(errs, err.Error())
+					mu.Unlock()
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	require.Empty(t, errs)
+	return consoleSeed{email: a.email, password: a.password, key: keys[0], liveWorkflow: live, runs: runs}
+}
+
+// startRunWithKey starts a run of workflow with key; it runs on a goroutine of its own, so it
+// returns its failure instead of failing the test.
+func startRunWithKey(ctx context.Context, base, key, workflow string, input any) error {
+	body, err := json.Marshal(map[string]any{"input": input})
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/api/workflows/"+workflow+"/run", bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("X-Api-Key", key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusAccepted {
+		return fmt.Errorf("start run: %d %s", resp.StatusCode, strings.TrimSpace(string(raw)))
+	}
+	return nil
 }
