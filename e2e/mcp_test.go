@@ -632,7 +632,7 @@ func TestMCPOutputSchemasMatchTheAPI(t *testing.T) {
 	st, ct := mcp.NewInMemoryTransports()
 	ss, err := server.Connect(t.Context(), st, nil)
 	require.NoError(t, err)
-	defer ss.Close()
+	defer func() { _ = ss.Close() }()
 	cs := mcpConnect(t, ct)
 	tools, err := cs.ListTools(t.Context(), nil)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -40,7 +41,7 @@ const mcpCallTimeout = 150 * time.Second
 // The handler is stateless: no MCP session lives in a replica's memory, so any replica can
 // answer any request, and every request is authorized on its own.
 func newMCPHandler(log *slog.Logger, self http.Handler) http.Handler {
-	client, err := api.NewClient(selfBaseURL, &http.Client{Transport: selfTransport{h: self}, Timeout: mcpCallTimeout}, "svc-mcp/"+buildinfo.Version())
+	client, err := api.NewClient(selfBaseURL, &http.Client{Transport: selfTransport{h: self, log: log}, Timeout: mcpCallTimeout}, "svc-mcp/"+buildinfo.Version())
 	if err != nil {
 		panic(err) // selfBaseURL is a constant
 	}
@@ -80,8 +81,13 @@ func callerAuth(h http.Header) api.Auth {
 }
 
 // selfTransport answers the MCP tools' API requests with the gateway's own handler, in
-// process: no loopback connection, no second trip through the listener's middleware.
-type selfTransport struct{ h http.Handler }
+// process: no loopback connection, no second trip through the listener's middleware. The
+// answer is handed over as soon as its status is written and its body is read while the
+// handler writes it, so a run's event stream (runs_wait) comes through event by event.
+type selfTransport struct {
+	h   http.Handler
+	log *slog.Logger
+}
 
 func (t selfTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if cleanPath(req.URL.Path) == mcpPath {
@@ -92,46 +98,83 @@ func (t selfTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if in.Body == nil {
 		in.Body = http.NoBody
 	}
-	rec := &recorder{header: http.Header{}}
-	t.h.ServeHTTP(rec, in)
-	if rec.status == 0 {
-		rec.status = http.StatusOK
-	}
+	body, out := io.Pipe()
+	w := &pipeWriter{header: http.Header{}, body: out, ready: make(chan struct{})}
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				// The reverse proxy aborts an answer it cannot copy (the client closed it, or
+				// the service went away) with http.ErrAbortHandler, which a server recovers;
+				// this goroutine is that server.
+				if v != http.ErrAbortHandler { //nolint:errorlint // panic values are compared as they are
+					t.log.ErrorContext(in.Context(), "in-process API request panicked", "path", in.URL.Path, "panic", v)
+				}
+				if w.started() {
+					_ = out.CloseWithError(fmt.Errorf("the API handler panicked: %v", v)) // the answer is cut
+					return
+				}
+				web.WriteJSON(w, http.StatusInternalServerError, errs.New(errs.InternalOnlyLog, nil).Body())
+				_ = out.Close()
+				return
+			}
+			w.WriteHeader(http.StatusOK) // a handler that wrote nothing answered 200
+			_ = out.Close()
+		}()
+		t.h.ServeHTTP(w, in)
+	}()
+	<-w.ready
 	return &http.Response{
-		Status:        http.StatusText(rec.status),
-		StatusCode:    rec.status,
+		Status:        http.StatusText(w.status),
+		StatusCode:    w.status,
 		Proto:         "HTTP/1.1",
 		ProtoMajor:    1,
 		ProtoMinor:    1,
-		Header:        rec.header,
-		Body:          io.NopCloser(bytes.NewReader(rec.body.Bytes())),
-		ContentLength: int64(rec.body.Len()),
+		Header:        w.sent,
+		Body:          body,
+		ContentLength: -1,
 		Request:       req,
 	}, nil
 }
 
-// recorder is the http.ResponseWriter of an in-process request.
-type recorder struct {
+// pipeWriter is the http.ResponseWriter of an in-process request: the header as it was when
+// the status was written, and the body through a pipe the client reads.
+type pipeWriter struct {
 	header http.Header
+	body   *io.PipeWriter
+	once   sync.Once
+	ready  chan struct{} // closed once status and sent are set
 	status int
-	body   bytes.Buffer
+	sent   http.Header
 }
 
-func (r *recorder) Header() http.Header { return r.header }
+func (w *pipeWriter) Header() http.Header { return w.header }
 
-func (r *recorder) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
+func (w *pipeWriter) WriteHeader(status int) {
+	w.once.Do(func() {
+		w.status, w.sent = status, w.header.Clone()
+		close(w.ready)
+	})
+}
+
+func (w *pipeWriter) started() bool {
+	select {
+	case <-w.ready:
+		return true
+	default:
+		return false
 	}
 }
 
-func (r *recorder) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.body.Write(b)
+// Write blocks until the client has read b (or closed the body: then it fails, and the
+// handler stops).
+func (w *pipeWriter) Write(b []byte) (int, error) {
+	w.WriteHeader(http.StatusOK)
+	return w.body.Write(b)
 }
 
-// Flush lets the reverse proxy's streaming (FlushInterval -1) run; the answer is read whole.
-func (r *recorder) Flush() {}
+// Flush lets the reverse proxy's streaming (FlushInterval -1) run: every write already
+// reaches the client as it is made.
+func (w *pipeWriter) Flush() { w.WriteHeader(http.StatusOK) }
 
 // serveMCPWithJSONErrors serves r with the MCP handler, keeping the contract's error shape
 // (§0: every error is JSON {error, message}). The SDK answers transport-level refusals (a
