@@ -45,7 +45,7 @@ func TestConsole(t *testing.T) {
 	t.Parallel()
 	browser, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
+		skipUnlessRequired(t, "chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
 	}
 	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
 	// testOrigin is trusted too, for signUp (the seeded organization's user); the rate limit is
