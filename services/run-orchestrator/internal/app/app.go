@@ -35,7 +35,8 @@ type WorkflowCatalog interface {
 // Engine owns every write to runs: dispatch in one transaction, cancel, signals.
 type Engine interface {
 	// DispatchMany stores runs, their idempotency records (keys[i] for runs[i]; "" for none;
-	// the set pairs distinct) and their first jobs in one transaction. It returns per run the
+	// the set pairs distinct) and their first jobs in one transaction (or, for a run that can
+	// end there, its whole run: the engine's choice). It returns per run the
 	// run holding its key: runs[i].ID when stored, else the run of a concurrent start that
 	// took the key first. On error nothing was stored.
 	DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error)

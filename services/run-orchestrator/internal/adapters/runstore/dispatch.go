@@ -16,7 +16,8 @@ import (
 var errDuplicateKey = errors.New("idempotency key already used")
 
 // DispatchMany stores runs, their idempotency records (keys[i] is runs[i]'s key; "" for none)
-// and their first jobs in one transaction. The (organization, key) pairs that are set must be
+// and their first jobs in one transaction (a run that ends at its dispatch is stored ended,
+// with no job). The (organization, key) pairs that are set must be
 // distinct. It returns, per run, the run that holds its key: runs[i].ID when it was stored, or
 // the run of a concurrent start that took the key first (that run is then not stored). Either
 // everything is stored or, on error, nothing.
@@ -53,8 +54,9 @@ func (s *Store) DispatchMany(ctx context.Context, runs []run.NewRun, keys []stri
 }
 
 // dispatch is DispatchMany's transaction. BEGIN travels with the runs' and the keys' inserts
-// in one round trip; River's insert of the jobs and the COMMIT follow. ids[i] is set to the
-// run holding runs[i]'s key.
+// in one round trip; River's insert of the jobs follows, then the COMMIT with the writes of
+// the runs that ended at their dispatch (eager.go), which get no job. ids[i] is set to the run
+// holding runs[i]'s key.
 func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, keyed []int, ids []string) (err error) {
 	// Runs that end at their dispatch are run before the transaction begins (it holds the
 	// keys' locks meanwhile), and stored as they ended if they are stored at all.
