@@ -53,7 +53,7 @@ func NewClient(baseURL string, httpClient *http.Client, userAgent string) (*Clie
 	if err != nil {
 		return nil, err
 	}
-	return &Client{base: u, origin: u.Scheme + "://" + u.Host, http: httpClient, userAgent: userAgent, sleepFunc: sleep}, nil
+	return &Client{base: u, origin: u.Scheme + "://" + u.Host, http: httpClient, userAgent: userAgent, sleepFunc: Sleep}, nil
 }
 
 // ParseBaseURL checks that raw is an absolute http(s) URL and returns it without a trailing
@@ -89,7 +89,11 @@ func (c *Client) WithAuth(a Auth) *Client {
 // BaseURL is the API's address.
 func (c *Client) BaseURL() string { return c.base.String() }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits d, or until ctx ends (its error then). A d of zero or less returns at once.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

@@ -215,7 +215,7 @@ func (w *runWait) follow(ctx, waitCtx context.Context, t *tools) (api.Run, bool,
 		if drops++; drops > w.timing.maxDrops {
 			return w.poll(ctx, waitCtx, t, 0)
 		}
-		if err := sleepCtx(waitCtx, pause); err != nil {
+		if err := api.Sleep(waitCtx, pause); err != nil {
 			return api.Run{}, false, w.ctxErr(ctx)
 		}
 		pause = min(pause*2, w.timing.reconnectMax)
@@ -236,7 +236,7 @@ func (w *runWait) ctxErr(ctx context.Context) error {
 func (w *runWait) poll(ctx, waitCtx context.Context, t *tools, first time.Duration) (api.Run, bool, error) {
 	pause := first
 	for {
-		if err := sleepCtx(waitCtx, pause); err != nil {
+		if err := api.Sleep(waitCtx, pause); err != nil {
 			return api.Run{}, false, w.ctxErr(ctx)
 		}
 		r, err := t.getRun(ctx, w.p, w.runID)
@@ -294,18 +294,4 @@ func (c clientContext) Value(key any) any {
 		return nil
 	}
 	return c.Context.Value(key)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

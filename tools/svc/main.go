@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/term"
 
+	"svc.dev/libs/apiclient"
 	"svc.dev/libs/buildinfo"
 	"svc.dev/tools/svc/internal/cli"
 )
@@ -30,7 +31,7 @@ func main() {
 		HomeDir:          os.UserHomeDir,
 		Hostname:         os.Hostname,
 		Now:              time.Now,
-		Sleep:            cli.Sleep,
+		Sleep:            apiclient.Sleep,
 		HTTPClient:       &http.Client{Timeout: 60 * time.Second},
 		Version:          buildinfo.Version(),
 	}, os.Args[1:])

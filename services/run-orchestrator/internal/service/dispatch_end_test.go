@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"bytes"
-	"fmt"
 	"log/slog"
 	"strings"
 	"sync"
@@ -92,13 +91,7 @@ func TestRunsEndedAtDispatch(t *testing.T) {
 	require.Equal(t, 1, logs.count("dispatch-fail "+failing), "the log line is written once")
 
 	// More blocks than one transaction carries: a job runs the chain.
-	blocks, edges, prev := []string{manual}, []string{}, "start"
-	for i := range 20 {
-		bid := fmt.Sprintf("l%02d", i)
-		blocks = append(blocks, fmt.Sprintf(`{"block_id":%q,"type":"log","params":{"message":"long %d"}}`, bid, i))
-		edges, prev = append(edges, edge(prev, bid)), bid
-	}
-	b.workflow(t, "wf_long", 1, def(blocks, edges...))
+	b.workflow(t, "wf_long", 1, chainDef(21))
 	long := b.startRun(t, "wf_long", nil)
 	b.waitStatus(t, long, "completed")
 	require.Equal(t, 1, jobs(long))

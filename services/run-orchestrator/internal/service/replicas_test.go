@@ -2,7 +2,6 @@ package service_test
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -191,13 +190,7 @@ func TestFinishedRunsJobOfADeadReplicaIsFinalized(t *testing.T) {
 	pool := db(t, sys.dbURL)
 	b := sys.setup(t)
 	// Longer than a run ends at its dispatch: a job runs it.
-	blocks, edges, prev := []string{manual}, []string{}, "start"
-	for i := range 20 {
-		id := fmt.Sprintf("l%02d", i)
-		blocks = append(blocks, fmt.Sprintf(`{"block_id":%q,"type":"log","params":{"message":"%d"}}`, id, i))
-		edges, prev = append(edges, edge(prev, id)), id
-	}
-	b.workflow(t, "wf_chain", 1, def(blocks, edges...))
+	b.workflow(t, "wf_chain", 1, chainDef(21))
 	id := b.startRun(t, "wf_chain", nil)
 	done := b.waitStatus(t, id, "completed")
 	var job int64

@@ -398,15 +398,3 @@ func (a *app) jsonOutput() bool {
 }
 
 func (a *app) out() io.Writer { return a.env.Stdout }
-
-// Sleep waits d, or until ctx ends (Env.Sleep for a real process).
-func Sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"svc.dev/libs/apiclient"
 	"svc.dev/tools/svc/internal/cli"
 	"svc.dev/tools/svc/internal/credential"
 )
@@ -63,7 +64,7 @@ func (b *testBundle) run(t *testing.T, args ...string) result {
 		HomeDir:    func() (string, error) { return "", errors.New("no home in tests") },
 		Hostname:   func() (string, error) { return "test-host", nil },
 		Now:        func() time.Time { return time.Date(2026, 11, 22, 6, 0, 0, 0, time.UTC) },
-		Sleep:      cli.Sleep,
+		Sleep:      apiclient.Sleep,
 		HTTPClient: &http.Client{Transport: b.net},
 		Version:    "v1.2.3-test",
 	}, args)
