@@ -21,7 +21,7 @@ func TestSelfTransportStreams(t *testing.T) {
 			w.Header().Set("Content-Type", "text/event-stream")
 			w.WriteHeader(http.StatusOK)
 			_, _ = io.WriteString(w, "event: one\ndata: {}\n\n")
-			http.NewResponseController(w).Flush()
+			_ = http.NewResponseController(w).Flush()
 			<-release
 			_, _ = io.WriteString(w, "event: two\ndata: {}\n\n")
 		case "/panic":
