@@ -31,10 +31,12 @@ export function Graph({ def, errors }: { def: Definition; errors: ValidationErro
   const height = PAD * 2 + Math.max(1, ...rows.values()) * (H + GY) - GY;
   const errs = (id: string) => errors.filter((e) => e.block_id === id);
   if (blocks.length === 0) {
-    return <p class="empty">No blocks yet. Add some with <code>POST /api/workflows/:id/operations</code> or <code>svc workflows patch</code>.</p>;
+    return <p class="empty">No blocks yet. Add some with <code>POST /api/workflows/:id/operations</code> or <code>svc ops apply</code>.</p>;
   }
+  // A graph wider than its card is drawn smaller, down to 60% of its size (then the card scrolls).
   return (
-    <svg class="graph" data-testid="graph" width={width} height={height} viewBox={`0 0 ${width} ${height}`}>
+    <svg class="graph" data-testid="graph" width={width} height={height} viewBox={`0 0 ${width} ${height}`}
+      style={{ maxWidth: "100%", height: "auto", minWidth: `${Math.round(width * 0.6)}px` }}>
       <defs>
         <marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="7" markerHeight="7" orient="auto">
           <path d="M0,0 L10,5 L0,10 z" fill="#667" />

@@ -1,6 +1,6 @@
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { APIError, call, finished, get, onRateLimit, post, type Attempt, type RateNotice, type Run, type Workflow } from "./api";
+import { APIError, attemptOver, call, finished, get, onRateLimit, post, type Attempt, type RateNotice, type Run, type Workflow } from "./api";
 import { RunFollower } from "./follower";
 import { Graph } from "./graph";
 import { PagedList, RunsList, type Model } from "./lists";
@@ -90,7 +90,7 @@ function More({ list, what }: { list: PagedList<any>; what: string }) {
   return (
     <div class="more">
       <ErrorBox err={list.moreErr} />
-      {list.loaded && <span class="count" data-testid="count">{list.items.length} {what}{list.next ? " loaded" : ""}</span>}
+      {list.loaded && list.items.length > 0 && <span class="count" data-testid="count">{list.items.length} {list.items.length === 1 ? what.replace(/s$/, "") : what}{list.next ? " loaded" : ""}</span>}
       {list.next && <button onClick={() => list.more()} disabled={list.loadingMore}>{list.loadingMore ? "Loading…" : "Load more"}</button>}
     </div>
   );
@@ -132,15 +132,65 @@ function SignIn({ up, onDone }: { up: boolean; onDone: () => void }) {
   );
 }
 
+// sectionOf is the list a path belongs to, without its query: what stays meaningful in another
+// organization (a run, a workflow or a workflowId filter of this one would be not_found there).
+const sectionOf = (path: string) => {
+  const seg = path.split("?")[0].split("/").filter(Boolean)[0];
+  return ["workflows", "runs", "schedules", "keys"].includes(seg) ? `/${seg}` : "/workflows";
+};
+
+// openOrganization makes id the session's active organization and loads the console again in
+// it (every list and stream of the page belongs to the organization left).
+async function openOrganization(id: string) {
+  await post("/api/auth/organization/set-active", { organizationId: id });
+  location.assign(sectionOf(location.pathname));
+}
+
+// ChooseOrganization stands in for every page while the session has no active organization:
+// a user of several organizations signs in with none chosen, and every domain read would answer
+// no_active_organization. A user of none is offered to create one.
+function ChooseOrganization({ orgs }: { orgs: any[] }) {
+  const [err, setErr] = useState<unknown>();
+  const create = async (e: Event) => {
+    e.preventDefault();
+    const name = String(new FormData(e.target as HTMLFormElement).get("name") || "").trim();
+    setErr(undefined);
+    try {
+      // A slug must be unique across the system: the name's, with a short random tail.
+      const base = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "") || "org";
+      const tail = Math.random().toString(36).slice(2, 6);
+      const o = await post<any>("/api/auth/organization/create", { name, slug: `${base.slice(0, 40)}-${tail}` });
+      await openOrganization(o.id);
+    } catch (x) { setErr(x); }
+  };
+  return (
+    <section data-testid="choose-organization">
+      <h1>Choose an organization</h1>
+      {orgs.length > 0 ? (
+        <>
+          <p class="empty">You belong to {orgs.length === 1 ? "one organization" : `${orgs.length} organizations`} and this session has none open: choose the one to work in. The menu at the top switches later.</p>
+          <ul class="orgs">
+            {orgs.map((o) => <li key={o.id}><button onClick={() => openOrganization(o.id).catch(setErr)}>{o.name}</button> <small><code>{o.slug}</code></small></li>)}
+          </ul>
+        </>
+      ) : (
+        <>
+          <p class="empty">You belong to no organization. Create one to hold your workflows, runs and keys.</p>
+          <form class="inline" onSubmit={create}><input name="name" aria-label="Organization name" placeholder="organization name" required /><button type="submit">Create organization</button></form>
+        </>
+      )}
+      <ErrorBox err={err} />
+    </section>
+  );
+}
+
 function Shell({ session, onSignOut, children }: any) {
   const orgs = useLoad(() => get<any[]>("/api/auth/organization/list"), []);
   const [err, setErr] = useState<unknown>();
   const active = session?.session?.activeOrganizationId;
   const switchOrg = async (id: string) => {
-    try {
-      await post("/api/auth/organization/set-active", { organizationId: id });
-      location.reload();
-    } catch (x) { setErr(x); }
+    if (!id) return;
+    try { await openOrganization(id); } catch (x) { setErr(x); }
   };
   return (
     <div class="shell">
@@ -160,7 +210,7 @@ function Shell({ session, onSignOut, children }: any) {
       </nav>
       <ErrorBox err={err || orgs.err} />
       <RateLimited />
-      <main>{children}</main>
+      <main>{active ? children : orgs.data ? <ChooseOrganization orgs={orgs.data} /> : !orgs.err && <p>Loading…</p>}</main>
     </div>
   );
 }
@@ -179,11 +229,11 @@ function Workflows() {
   return (
     <section>
       <h1>Workflows</h1>
-      <input type="search" placeholder="Search by name or id" value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
+      <input type="search" aria-label="Search workflows" placeholder="Search by name or id" value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
       {needle && list.next && <small class="hint"> Searching the {list.items.length} workflows loaded: load more to search further.</small>}
       <Failed list={list} />
       {!list.loaded && !list.err && <p>Loading…</p>}
-      {list.loaded && list.items.length === 0 && <p class="empty">No workflows yet. Create one with <code>svc workflows create</code> or <code>POST /api/workflows</code>, then open it here.</p>}
+      {list.loaded && list.items.length === 0 && <p class="empty">No workflows yet. Create one with <code>svc workflows create --name hello -f definition.json</code> or <code>POST /api/workflows</code>, then open it here to see its graph and start runs.</p>}
       {list.items.length > 0 && shown.length === 0 && (
         <p class="empty">No workflow{list.next ? " loaded" : ""} matches “{q}”.{WF_ID.test(needle) && <> <A href={`/workflows/${needle}`}>Open {needle}</A></>}</p>
       )}
@@ -230,6 +280,7 @@ function WorkflowPage({ id }: { id: string }) {
         <h2>Start a run</h2>
         <textarea aria-label="Run input" rows={3} value={input} onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)} />
         <button onClick={start} disabled={verrs.length > 0}>Start run</button> <A href={`/runs?workflowId=${w.id}`}>Runs of this workflow</A>
+        {verrs.length > 0 && <p class="hint">Fix the validation errors above (<code>svc ops apply</code> or <code>POST /api/workflows/:id/operations</code>) to run it.</p>}
         <ErrorBox err={err} />
       </div>
       <details><summary>JSON</summary><Json v={w} /></details>
@@ -272,7 +323,9 @@ function Runs({ query }: { query: URLSearchParams }) {
       <Failed list={runs} />
       <ErrorBox err={runs.streamErr} />
       {!runs.loaded && !runs.err && <p>Loading…</p>}
-      {runs.loaded && runs.items.length === 0 && <p class="empty">No runs{status || workflowId ? " match these filters" : " yet"}. Open a workflow and press “Start run”, or use <code>svc run</code>.</p>}
+      {runs.loaded && runs.items.length === 0 && (status || workflowId
+        ? <p class="empty">No runs match these filters. Change them, or <A href="/runs">show every run</A>.</p>
+        : <p class="empty">No runs yet. Open a workflow and press “Start run”, or use <code>svc run &lt;workflow-id&gt;</code>.</p>)}
       <table>
         <tbody>
           {runs.items.map((r) => (
@@ -290,11 +343,14 @@ function Runs({ query }: { query: URLSearchParams }) {
   );
 }
 
+// duration says a length of time in the unit that suits it.
+const duration = (ms: number) => (ms < 1000 ? `${ms} ms` : ms < 120_000 ? `${(ms / 1000).toFixed(1)} s` : `${Math.round(ms / 60_000)} min`);
+
 function Timeline({ run, attempts, now }: { run: Run; attempts: Attempt[]; now: number }) {
   const t0 = Date.parse(run.startedAt || run.createdAt);
   const end = (a: Attempt) => (a.finishedAt ? Date.parse(a.finishedAt) : now);
   const t1 = Math.max(t0 + 1, ...attempts.map(end), run.finishedAt ? Date.parse(run.finishedAt) : now);
-  const span = t1 - t0;
+  const total = t1 - t0;
   const blocks = [...new Set(attempts.map((a) => a.block_id))];
   if (attempts.length === 0) return <p class="empty">No attempts yet: the run is {run.status}.</p>;
   return (
@@ -304,7 +360,7 @@ function Timeline({ run, attempts, now }: { run: Run; attempts: Attempt[]; now: 
           <span class="lane-name">{b}</span>
           <div class="lane-track">
             {attempts.filter((a) => a.block_id === b).map((a) => {
-              const s = Date.parse(a.startedAt), left = ((s - t0) / span) * 100, width = Math.max(0.6, ((end(a) - s) / span) * 100);
+              const s = Date.parse(a.startedAt), left = ((s - t0) / total) * 100, width = Math.max(0.6, ((end(a) - s) / total) * 100);
               const wait = a.type === "wait" && a.status === "running";
               return (
                 <a href={`#${a.id}`} key={a.id} class={`bar b-${a.status}${a.type === "wait" ? " wait" : ""}`} data-attempt={a.id} data-status={a.status}
@@ -316,7 +372,7 @@ function Timeline({ run, attempts, now }: { run: Run; attempts: Attempt[]; now: 
           </div>
         </div>
       ))}
-      <div class="axis"><span>0</span><span>{span} ms</span></div>
+      <div class="axis"><span>0</span><span>{duration(total)}</span></div>
     </div>
   );
 }
@@ -331,6 +387,15 @@ function RunPage({ id }: { id: string }) {
   const run = f.run, attempts = f.attempts, err = f.err, now = Date.now();
   const waitsFor = run?.waiting?.kind === "signal" ? run.waiting.signal || "" : "";
   useEffect(() => { if (waitsFor) setSignal((s) => s || waitsFor); }, [waitsFor]);
+  // While an attempt runs (a wait included), its bar grows with the clock: the page draws
+  // itself again every second, with no request.
+  const [, tick] = useState(0);
+  const running = !!run && !finished(run.status) && attempts.some((a) => !attemptOver(a.status));
+  useEffect(() => {
+    if (!running) return;
+    const t = setInterval(() => tick((x) => x + 1), 1000);
+    return () => clearInterval(t);
+  }, [running]);
   if (err) return <ErrorBox err={err} />;
   if (!run) return <p>Loading…</p>;
   const cancel = async () => {
@@ -408,7 +473,7 @@ function Schedules() {
       <Failed list={s} />
       <ErrorBox err={err} />
       {!s.loaded && !s.err && <p>Loading…</p>}
-      {s.loaded && s.items.length === 0 && <p class="empty">No schedules. Create one with <code>svc schedules create</code> or <code>POST /api/schedules {"{workflowId, cron}"}</code>.</p>}
+      {s.loaded && s.items.length === 0 && <p class="empty">No schedules. Create one with <code>svc schedules create --workflow &lt;id&gt; --cron "0 9 * * 1"</code> or <code>POST /api/schedules {"{workflowId, cron}"}</code>; its next fire time shows here.</p>}
       <table>
         <tbody>
           {s.items.map((x) => (
@@ -446,7 +511,7 @@ function Keys() {
       <form class="inline" onSubmit={create}><input name="name" aria-label="Key name" placeholder="key name" required /><button type="submit">Create key</button></form>
       {raw && <p class="note" data-testid="raw-key">Copy it now, it is shown only once: <code>{raw}</code> <button class="link" onClick={() => setRaw("")}>Done</button></p>}
       <ErrorBox err={keys.err || err} />
-      {keys.data && list.length === 0 && <p class="empty">No API keys. Create one above for the CLI (<code>svc login --api-key</code>) or your scripts.</p>}
+      {keys.data && list.length === 0 && <p class="empty">No API keys. Create one above for your scripts (sent as <code>X-Api-Key</code>) or the CLI (<code>SVC_API_KEY</code>).</p>}
       <table>
         <tbody>
           {list.map((k) => (
