@@ -35,6 +35,13 @@ const consoleDir = "console"
 // retryAfterMs has passed. It takes screenshots of
 // the workflow graph and the run page (docs/ holds the last ones kept, see below).
 //
+// A third user belongs to two organizations (seedConsoleTeam) and signs in with neither open:
+// the console asks which; the empty one shows empty states that say what to do next, and
+// switching to the other changes the lists. There: the workflows search, a workflow's
+// validation errors on its blocks and its JSON, the runs list's status and workflow filters,
+// a schedule's next fire time, disabled and enabled again from the page, and a signal sent
+// from the page to a run cancelled meanwhile, refused with the contract's message.
+//
 // Then, at the default rate limit (60 requests a minute per principal), a second user signs in
 // to an organization that already holds consoleSeedRuns runs (seedConsoleOrganization): the
 // runs page shows the first page and loads the next, a run started meanwhile appears at the
@@ -52,6 +59,9 @@ func TestConsole(t *testing.T) {
 	// left at its default.
 	sys := harness.Start(t, harness.Options{TrustGateway: true, Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin}})
 	seed := seedConsoleOrganization(t, sys, consoleSeedRuns)
+	team := seedConsoleTeam(t, sys)
+	teamJSON, err := json.Marshal(team)
+	require.NoError(t, err)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -74,7 +84,7 @@ func TestConsole(t *testing.T) {
 	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser,
 		"SHOTS="+shots, "EMAIL=console-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com",
 		"SEED_EMAIL="+seed.email, "SEED_PASSWORD="+seed.password, "SEED_KEY="+seed.key,
-		"SEED_WORKFLOW="+seed.liveWorkflow, fmt.Sprintf("SEED_RUNS=%d", seed.runs))
+		"SEED_WORKFLOW="+seed.liveWorkflow, fmt.Sprintf("SEED_RUNS=%d", seed.runs), "TEAM="+string(teamJSON))
 	cmd.WaitDelay = 5 * time.Second
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -191,6 +201,91 @@ func seedConsoleOrganization(t *testing.T, sys *harness.System, runs int) consol
 	wg.Wait()
 	require.Empty(t, errs)
 	return consoleSeed{email: a.email, password: a.password, key: keys[0], liveWorkflow: live, runs: runs}
+}
+
+// consoleTeam is a user of two organizations: Org holds the data below, EmptyOrg nothing. The
+// JSON goes to console.mjs as TEAM.
+type consoleTeam struct {
+	Email    string `json:"email"`
+	Password string `json:"password"`
+	Key      string `json:"key"` // an API key of Org: a principal other than the user
+	Org      string `json:"org"`
+	EmptyOrg string `json:"emptyOrg"`
+	// Workflows by name: ops-alpha (logs once), ops-beta (waits for the signal "go"),
+	// ops-broken (validation errors on its blocks "orphan" and "greet").
+	Workflows map[string]string `json:"workflows"`
+	AlphaRuns []string          `json:"alphaRuns"` // two runs of ops-alpha, completed
+	BetaRun   string            `json:"betaRun"`   // a run of ops-beta, waiting for "go"
+	Schedule  string            `json:"schedule"`  // a schedule of ops-alpha, enabled
+}
+
+// seedConsoleTeam signs up a user, whose personal organization stays empty, and creates a
+// second organization for it that holds three workflows, three runs and a schedule, made with
+// an API key of that organization.
+func seedConsoleTeam(t *testing.T, sys *harness.System) consoleTeam {
+	t.Helper()
+	a := signUp(t, sys, "console-team")
+	orgs := arr(t, decodeAny(t, a.c.get("/api/auth/organization/list").Raw))
+	require.Len(t, orgs, 1)
+	team := consoleTeam{Email: a.email, Password: a.password, EmptyOrg: obj(t, orgs[0])["name"].(string), Org: "Console Ops"}
+	slug := "console-ops-" + strings.ToLower(a.userID[len(a.userID)-8:]) // the id's random tail
+	r := a.c.post("/api/auth/organization/create", map[string]any{"name": team.Org, "slug": slug})
+	require.Equal(t, http.StatusOK, r.Status, r.Raw)
+	// The new organization is this session's active one: the key belongs to it.
+	r = a.c.post("/api/auth/api-key/create", map[string]any{"name": "team-seed"})
+	require.Equal(t, http.StatusOK, r.Status, r.Raw)
+	team.Key, _ = r.Body["key"].(string)
+	require.NotEmpty(t, team.Key, r.Raw)
+	ops := newClient(t, sys).with(func(c *client) { c.apiKey = team.Key })
+
+	start := map[string]any{"block_id": "start", "type": "trigger.manual"}
+	defs := map[string]map[string]any{
+		"ops-alpha": {
+			"blocks": []map[string]any{start, {"block_id": "note", "type": "log", "params": map[string]any{"message": "alpha"}}},
+			"edges":  []map[string]any{{"block_id": "start", "target_block_id": "note"}},
+		},
+		"ops-beta": {
+			"blocks": []map[string]any{start, {"block_id": "hold", "type": "wait", "params": map[string]any{"signal": "go", "timeout": "10m"}}},
+			"edges":  []map[string]any{{"block_id": "start", "target_block_id": "hold"}},
+		},
+		// orphan: no edge leads into it (unreachable_block); greet reads a block that does not
+		// exist (unknown_reference).
+		"ops-broken": {
+			"blocks": []map[string]any{
+				start,
+				{"block_id": "greet", "type": "log", "params": map[string]any{"message": "{{ steps.ghost.output }}"}},
+				{"block_id": "orphan", "type": "log", "params": map[string]any{"message": "never reached"}},
+			},
+			"edges": []map[string]any{{"block_id": "start", "target_block_id": "greet"}},
+		},
+	}
+	team.Workflows = map[string]string{}
+	for _, name := range []string{"ops-alpha", "ops-beta", "ops-broken"} {
+		r := ops.post("/api/workflows", map[string]any{"name": name, "definition": defs[name]})
+		require.Equal(t, http.StatusCreated, r.Status, r.Raw)
+		require.Empty(t, r.Body["skipped_items"], r.Raw)
+		team.Workflows[name], _ = r.Body["id"].(string)
+	}
+	broken := ops.get("/api/workflows/" + team.Workflows["ops-broken"])
+	require.Contains(t, broken.Raw, `"unreachable_block"`)
+	require.Contains(t, broken.Raw, `"unknown_reference"`)
+
+	run := func(workflow string) string {
+		r := ops.post("/api/workflows/"+team.Workflows[workflow]+"/run", map[string]any{"input": map[string]any{}})
+		require.Equal(t, http.StatusAccepted, r.Status, r.Raw)
+		id, _ := r.Body["runId"].(string)
+		require.NotEmpty(t, id, r.Raw)
+		return id
+	}
+	team.AlphaRuns = []string{run("ops-alpha"), run("ops-alpha")}
+	team.BetaRun = run("ops-beta")
+
+	// January the first: it does not fire while the test runs.
+	r = ops.post("/api/schedules", map[string]any{"workflowId": team.Workflows["ops-alpha"], "cron": "0 0 1 1 *"})
+	require.Equal(t, http.StatusCreated, r.Status, r.Raw)
+	team.Schedule, _ = r.Body["id"].(string)
+	require.NotEmpty(t, team.Schedule, r.Raw)
+	return team
 }
 
 // startRunWithKey starts a run of workflow with key; it runs on a goroutine of its own, so it

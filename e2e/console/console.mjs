@@ -1,10 +1,12 @@
 // Drives the web console in headless chromium (playwright-core): e2e/console_test.go runs it
 // against a system of its own. Every wait is on a state the page shows; the one pause, at the
-// end, gives a late request (a throttled read, a reconnect) the time to be counted.
-// Env: BASE_URL, CHROMIUM (executable), SHOTS (directory for the screenshots), EMAIL; and the
+// end, gives a late request (a throttled read, a reconnect) the time to be counted. The
+// screenshots (docs/console-graph.png, docs/console-run.png) are of the 1280×800 viewport.
+// Env: BASE_URL, CHROMIUM (executable), SHOTS (directory for the screenshots), EMAIL; the
 // organization console_test.go seeded with many runs: SEED_EMAIL, SEED_PASSWORD, SEED_KEY (an
 // API key of it: another principal than its user), SEED_WORKFLOW (a workflow that sleeps eight
-// times, then waits for the signal "go"), SEED_RUNS (how many runs it holds).
+// times, then waits for the signal "go"), SEED_RUNS (how many runs it holds); and TEAM, JSON:
+// a user of two organizations and what one of them holds (consoleTeam in console_test.go).
 import { chromium } from "playwright-core";
 
 const base = process.env.BASE_URL, shots = process.env.SHOTS, email = process.env.EMAIL;
@@ -14,10 +16,22 @@ const step = (s) => console.log(`step: ${s}`);
 // rate limit is the default one) where none is provoked. guarded counts the requests that take
 // a rate-limit token (every /api/ path but the open /api/auth/*).
 const pageErrors = [];
+// A dialog (the confirmations of cancel, signal and revoke) is accepted; w.beforeAccept, when
+// set, runs first, once, while the page is blocked on the dialog.
 const watch = (page) => {
-  const w = { guarded: [], limited: [] };
+  const w = { guarded: [], limited: [], beforeAccept: null };
   page.setDefaultTimeout(30_000);
-  page.on("dialog", (d) => d.accept()); // the confirmations of cancel, signal and revoke
+  page.on("dialog", async (d) => {
+    const before = w.beforeAccept;
+    w.beforeAccept = null;
+    try {
+      if (before) await before();
+    } catch (e) {
+      console.log(`dialog: ${e.message}`);
+      pageErrors.push(`before accepting "${d.message()}": ${e.message}`);
+    }
+    await d.accept();
+  });
   page.on("pageerror", (e) => {
     console.log(`pageerror: ${e.message}`);
     pageErrors.push(e.message);
@@ -36,10 +50,11 @@ const check = (w) => {
   if (w.limited.length) throw new Error(`the browser got 429 rate_limited: ${w.limited.join(", ")}`);
 };
 
-// withKey calls the API as the seeded organization's key (not the browser's user).
-const withKey = async (method, path, data) => {
+// withKey calls the API with an API key (by default the seeded organization's): not as the
+// browser's user.
+const withKey = async (method, path, data, key = process.env.SEED_KEY) => {
   const resp = await fetch(base + path, {
-    method, headers: { "X-Api-Key": process.env.SEED_KEY, "Content-Type": "application/json" },
+    method, headers: { "X-Api-Key": key, "Content-Type": "application/json" },
     body: data === undefined ? undefined : JSON.stringify(data),
   });
   const text = await resp.text();
@@ -49,7 +64,8 @@ const withKey = async (method, path, data) => {
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, headless: true, args: ["--no-sandbox"] });
 try {
-  const page = await browser.newPage({ viewport: { width: 1280, height: 860 } });
+  const viewport = { width: 1280, height: 800 };
+  const page = await browser.newPage({ viewport });
   const first = watch(page);
 
   step("sign up");
@@ -91,7 +107,7 @@ try {
   for (const b of ["start", "check", "flaky", "hold", "done", "small"]) await graph.locator(`[data-block="${b}"]`).waitFor();
   await graph.locator("text.branch", { hasText: "true" }).waitFor();
   await graph.locator("text.branch", { hasText: "false" }).waitFor();
-  await page.screenshot({ path: `${shots}/console-graph.png`, fullPage: true });
+  await page.screenshot({ path: `${shots}/console-graph.png` });
 
   step("start a run from the page and watch its attempts arrive");
   await page.getByLabel("Run input").fill('{"n": 7}');
@@ -103,6 +119,13 @@ try {
   await timeline.locator('[data-status="succeeded"]').nth(2).waitFor(); // start, check, flaky #2
   await page.getByTestId("waiting").filter({ hasText: "signal go" }).waitFor();
   await page.locator("h1 .status").filter({ hasText: "waiting" }).waitFor();
+  // The screenshot: a retry, and a wait for a signal, once the wait's bar has grown (the page
+  // draws running attempts again every second) to half the timeline.
+  await page.waitForFunction(() => {
+    const bar = document.querySelector('[data-testid="timeline"] .bar.wait[data-status="running"]');
+    return bar && bar.getBoundingClientRect().width > bar.parentElement.getBoundingClientRect().width / 2;
+  });
+  await page.screenshot({ path: `${shots}/console-run.png` });
 
   step("send the signal from the page");
   await page.getByLabel("Signal name").fill("go");
@@ -111,7 +134,6 @@ try {
   await page.locator("h1 .status").filter({ hasText: "completed" }).waitFor();
   await timeline.locator('[data-status="succeeded"]').nth(4).waitFor(); // + hold, done
   if (page.url() !== runURL) throw new Error("the run page reloaded");
-  await page.screenshot({ path: `${shots}/console-run.png`, fullPage: true });
 
   step("cancel another run from the page");
   const started = await page.request.post(base + `/api/workflows/${wf.id}/run`, { data: { input: { n: 9 } } });
@@ -164,8 +186,141 @@ try {
   await page.getByRole("button", { name: "Sign in" }).waitFor();
   check(first);
 
+  step("a user of two organizations signs in: the console asks which one to open");
+  const team = JSON.parse(process.env.TEAM);
+  const ctx3 = await browser.newContext({ viewport });
+  const tp = await ctx3.newPage();
+  const teamW = watch(tp);
+  await tp.goto(base + "/signin");
+  await tp.getByLabel("Email").fill(team.email);
+  await tp.getByLabel("Password").fill(team.password);
+  await tp.getByRole("button", { name: "Sign in" }).click();
+  const chooser = tp.getByTestId("choose-organization");
+  await chooser.filter({ hasText: "choose the one to work in" }).waitFor();
+  await chooser.getByRole("button", { name: team.org, exact: true }).waitFor();
+  await chooser.getByRole("button", { name: team.emptyOrg, exact: true }).click();
+
+  step("a fresh organization: each list says what to do next");
+  const orgShown = (name) => tp.locator('select[aria-label="Organization"] option:checked', { hasText: name }).waitFor({ state: "attached" });
+  const empty = tp.locator("p.empty");
+  await empty.filter({ hasText: "No workflows yet" }).filter({ hasText: "svc workflows create" }).waitFor();
+  await orgShown(team.emptyOrg);
+  await tp.getByRole("link", { name: "Schedules", exact: true }).click();
+  await empty.filter({ hasText: "No schedules" }).filter({ hasText: "svc schedules create" }).waitFor();
+  await tp.getByRole("link", { name: "API keys", exact: true }).click();
+  await empty.filter({ hasText: "No API keys" }).filter({ hasText: "Create one above" }).waitFor();
+  await tp.getByRole("link", { name: "Runs", exact: true }).click();
+  await empty.filter({ hasText: "No runs yet" }).filter({ hasText: "Start run" }).waitFor();
+
+  step("switch organization: the lists change with it");
+  await tp.getByLabel("Organization").selectOption({ label: team.org });
+  await orgShown(team.org);
+  const runRow = (id) => tp.locator(`tr[data-run="${id}"]`);
+  for (const id of [...team.alphaRuns, team.betaRun]) await runRow(id).waitFor();
+  if (!tp.url().endsWith("/runs")) throw new Error(`after the switch: ${tp.url()}`);
+  if (await empty.count()) throw new Error(`an empty state after the switch: ${await empty.first().textContent()}`);
+  await tp.getByRole("link", { name: "Workflows", exact: true }).click();
+  const wfLink = (name) => tp.getByRole("link", { name, exact: true });
+  for (const name of Object.keys(team.workflows)) await wfLink(name).waitFor();
+
+  step("workflow search");
+  const search = tp.getByLabel("Search workflows");
+  await search.fill("BETA");
+  await wfLink("ops-alpha").waitFor({ state: "detached" });
+  await wfLink("ops-broken").waitFor({ state: "detached" });
+  await wfLink("ops-beta").waitFor();
+  await search.fill(team.workflows["ops-broken"]); // by id
+  await wfLink("ops-beta").waitFor({ state: "detached" });
+  await wfLink("ops-broken").waitFor();
+  await search.fill("no-such-flow");
+  await empty.filter({ hasText: "No workflow matches “no-such-flow”" }).waitFor();
+  await search.fill("");
+  for (const name of Object.keys(team.workflows)) await wfLink(name).waitFor();
+
+  step("a workflow's validation errors on the blocks they concern, and its JSON");
+  await wfLink("ops-broken").click();
+  const tgraph = tp.getByTestId("graph");
+  await tgraph.locator('g.invalid[data-block="orphan"]', { hasText: "unreachable_block" }).waitFor();
+  await tgraph.locator('g.invalid[data-block="greet"]', { hasText: "unknown_reference" }).waitFor();
+  await tgraph.locator('g[data-block="start"]').waitFor();
+  if (await tgraph.locator("g.invalid").count() !== 2) throw new Error(`invalid blocks: ${await tgraph.locator("g.invalid").count()}`);
+  const tip = await tgraph.locator('g[data-block="greet"] > title').textContent();
+  if (!tip.includes("unknown_reference: ") || !tip.includes("ghost")) throw new Error(`greet's tooltip: ${tip}`);
+  const verrs = tp.locator("ul.verrs li");
+  await verrs.filter({ hasText: "unreachable_block" }).filter({ hasText: "orphan" }).waitFor();
+  await verrs.filter({ hasText: "unknown_reference" }).filter({ hasText: "greet" }).waitFor();
+  if (!(await tp.getByRole("button", { name: "Start run" }).isDisabled())) throw new Error("Start run is enabled on an invalid workflow");
+  await tp.getByText("Fix the validation errors above").waitFor();
+  await tp.locator("summary", { hasText: "JSON" }).click();
+  const shownJSON = tp.locator("details[open] > pre.json");
+  await shownJSON.filter({ hasText: '"validation_errors"' }).waitFor();
+  const wfJSON = JSON.parse(await shownJSON.textContent());
+  if (wfJSON.id !== team.workflows["ops-broken"] || wfJSON.definition.blocks.length !== 3 || wfJSON.validation_errors.length !== 2) {
+    throw new Error(`the workflow's JSON: ${JSON.stringify(wfJSON)}`);
+  }
+
+  step("the runs list's status and workflow filters");
+  await tp.getByRole("link", { name: "Runs", exact: true }).click();
+  await runRow(team.betaRun).waitFor();
+  const count = tp.getByTestId("count");
+  await tp.getByLabel("Status").selectOption("completed");
+  await tp.waitForURL(/\/runs\?status=completed$/);
+  for (const id of team.alphaRuns) await runRow(id).locator('[data-status="completed"]').waitFor();
+  await count.filter({ hasText: /^2 runs$/ }).waitFor();
+  if (await runRow(team.betaRun).count()) throw new Error("a waiting run under status=completed");
+  await tp.getByLabel("Workflow").selectOption({ label: "ops-beta" });
+  await tp.waitForURL((u) => u.searchParams.get("workflowId") === team.workflows["ops-beta"] && u.searchParams.get("status") === "completed");
+  await empty.filter({ hasText: "No runs match these filters" }).getByRole("link", { name: "show every run" }).click();
+  await tp.waitForURL(/\/runs$/);
+  await count.filter({ hasText: /^3 runs$/ }).waitFor();
+  await tp.getByLabel("Workflow").selectOption({ label: "ops-alpha" });
+  await tp.waitForURL((u) => u.searchParams.get("workflowId") === team.workflows["ops-alpha"] && !u.searchParams.has("status"));
+  for (const id of team.alphaRuns) await runRow(id).waitFor();
+  await count.filter({ hasText: /^2 runs$/ }).waitFor();
+  if (await runRow(team.betaRun).count()) throw new Error("a run of ops-beta under workflowId=ops-alpha");
+  await tp.getByLabel("Workflow").selectOption({ label: "any workflow" });
+  await tp.getByLabel("Status").selectOption("waiting");
+  await runRow(team.betaRun).locator('[data-status="waiting"]').waitFor();
+  await count.filter({ hasText: /^1 run$/ }).waitFor();
+
+  step("schedules: the next fire time; disabled and enabled from the page");
+  const schedule = () => withKey("GET", `/api/schedules/${team.schedule}`, undefined, team.key);
+  const local = (t) => tp.evaluate((x) => new Date(x).toLocaleString(), t);
+  const before = await schedule();
+  await tp.getByRole("link", { name: "Schedules", exact: true }).click();
+  const srow = tp.locator(`tr[data-schedule="${team.schedule}"]`);
+  await srow.filter({ hasText: "0 0 1 1 *" }).filter({ hasText: `next ${await local(before.nextFireAt)}` }).waitFor();
+  await srow.getByRole("button", { name: "Disable" }).click();
+  await srow.filter({ hasText: "disabled" }).getByRole("button", { name: "Enable" }).waitFor();
+  const off = await schedule();
+  if (off.enabled !== false || off.nextFireAt !== null) throw new Error(`after Disable: ${JSON.stringify(off)}`);
+  await srow.getByRole("button", { name: "Enable" }).click();
+  await srow.getByRole("button", { name: "Disable" }).waitFor();
+  const on = await schedule();
+  if (on.enabled !== true || !on.nextFireAt) throw new Error(`after Enable: ${JSON.stringify(on)}`);
+  await srow.filter({ hasText: `next ${await local(on.nextFireAt)}` }).waitFor();
+
+  step("a signal to a run cancelled meanwhile: the page shows the contract's 409 and message");
+  await tp.getByRole("link", { name: "Runs", exact: true }).click();
+  await runRow(team.betaRun).getByRole("link").click();
+  await tp.getByTestId("waiting").filter({ hasText: "signal go" }).waitFor();
+  await tp.getByLabel("Signal name").fill("go");
+  // Another principal cancels the run while the page asks to confirm: the page's request
+  // reaches a finished run, whatever its stream brings afterwards.
+  teamW.beforeAccept = () => withKey("POST", `/api/runs/${team.betaRun}/cancel`, {}, team.key);
+  await tp.getByRole("button", { name: "Send signal" }).click();
+  const refused = tp.getByRole("alert").filter({ hasText: "run_finished" }).filter({ hasText: "the run is already cancelled" });
+  await refused.waitFor();
+  await tp.locator("h1 .status").filter({ hasText: "cancelled" }).waitFor();
+  await refused.waitFor(); // still shown once the stream brought the end
+  console.log(`shown: ${(await refused.textContent()).trim()}`);
+  check(teamW);
+  console.log(`requests: ${teamW.guarded.length} guarded requests as the user of two organizations`);
+  for (const r of teamW.guarded) console.log(`  ${r}`);
+  await ctx3.close();
+
   step(`sign in to an organization of ${process.env.SEED_RUNS} runs (default rate limit)`);
-  const ctx2 = await browser.newContext({ viewport: { width: 1280, height: 860 } });
+  const ctx2 = await browser.newContext({ viewport });
   const big = await ctx2.newPage();
   const bigW = watch(big), guarded = bigW.guarded;
   await big.goto(base + "/signin");
