@@ -275,6 +275,24 @@ func TestRuns(t *testing.T) {
 		first := b.startRun(t, "wf_i", map[string]any{"idempotencyKey": "k1"})
 		require.Equal(t, first, b.startRun(t, "wf_i", nil, "Idempotency-Key", "k1"))
 		require.NotEqual(t, first, b.startRun(t, "wf_i", map[string]any{"idempotencyKey": "k2"}))
+		// Sent both ways, the key must be the same, and each way within 255 characters: a
+		// header that breaks its own rule is refused even when the body has a key.
+		require.Equal(t, first, b.startRun(t, "wf_i", map[string]any{"idempotencyKey": "k1"}, "Idempotency-Key", "k1"))
+		for _, c := range []struct {
+			body   map[string]any
+			header string
+			says   string
+		}{
+			{map[string]any{"idempotencyKey": "k1"}, "k2", "differ"},
+			{map[string]any{"idempotencyKey": "k1"}, strings.Repeat("k", 256), "Idempotency-Key header must be at most 255"},
+			{nil, strings.Repeat("k", 256), "Idempotency-Key header must be at most 255"},
+			{map[string]any{"idempotencyKey": strings.Repeat("k", 256)}, "", "idempotencyKey must be at most 255"},
+		} {
+			r := b.do(t, "POST", "/api/workflows/wf_i/run", c.body, "Idempotency-Key", c.header)
+			require.Equal(t, http.StatusBadRequest, r.Status, r.Raw)
+			require.Equal(t, "invalid_body", r.Body["error"], r.Raw)
+			require.Contains(t, r.Raw, c.says)
+		}
 		r := b.do(t, "GET", "/api/workflows/wf_i/runs", nil)
 		require.Len(t, r.Body["items"], 2)
 	})

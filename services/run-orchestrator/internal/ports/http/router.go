@@ -69,12 +69,9 @@ func (s server) startRun(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	key := r.Header.Get("Idempotency-Key")
-	if req.IdempotencyKey != nil {
-		key = *req.IdempotencyKey
-	}
-	if len(key) > 255 {
-		return web.InvalidBody(wire.Issue{Path: "/idempotencyKey", Message: "idempotencyKey must be at most 255 characters"})
+	key, err := idempotencyKey(r, req.IdempotencyKey)
+	if err != nil {
+		return err
 	}
 	started, err := s.h.Start.Handle(r.Context(), app.StartRun{
 		OrganizationID: org(r), Workflow: app.WorkflowRef{ID: mux.Vars(r)["id"]},
@@ -85,6 +82,26 @@ func (s server) startRun(w http.ResponseWriter, r *http.Request) error {
 	}
 	web.WriteJSON(w, http.StatusAccepted, startRunResponse{RunID: started.RunID, Spec: run.Spec})
 	return nil
+}
+
+// idempotencyKey is the start's key: the body's idempotencyKey or the Idempotency-Key header,
+// each at most 255 characters; sent both ways, they must be the same key.
+func idempotencyKey(r *http.Request, body *string) (string, error) {
+	header := r.Header.Get("Idempotency-Key")
+	if len(header) > 255 {
+		return "", web.InvalidBody(wire.Issue{Path: "/idempotencyKey", Message: "the Idempotency-Key header must be at most 255 characters"})
+	}
+	if body == nil {
+		return header, nil
+	}
+	if len(*body) > 255 {
+		return "", web.InvalidBody(wire.Issue{Path: "/idempotencyKey", Message: "idempotencyKey must be at most 255 characters"})
+	}
+	if header != "" && header != *body {
+		return "", web.InvalidBody(wire.Issue{Path: "/idempotencyKey",
+			Message: "the body's idempotencyKey and the Idempotency-Key header differ: send the key once, or the same key both ways"})
+	}
+	return *body, nil
 }
 
 func (s server) getRun(w http.ResponseWriter, r *http.Request) error {
