@@ -24,14 +24,19 @@ var dist embed.FS
 // clientRoute reports whether first is the first segment of one of the console's own pages;
 // with "/" they are the paths answered with index.html (the app routes them in the browser).
 // Every other path is not the console's and stays the gateway's (guarded, 401/404 as the
-// contract says).
+// contract says). docs is the API reference, rendered in the browser from /api/openapi.json.
 func clientRoute(first string) bool {
 	switch first {
-	case "signin", "signup", "workflows", "runs", "schedules", "keys":
+	case "signin", "signup", "workflows", "runs", "schedules", "keys", "docs":
 		return true
 	}
 	return false
 }
+
+// legacyPrefix is the first segment of a path people try for a web UI (issue 15): the console
+// owns it and sends it to "/" for good, where it would otherwise get the 401 (or, with
+// credentials, the 404) of a guarded unknown path.
+const legacyPrefix = "ui"
 
 // Handler serves the console.
 type Handler struct {
@@ -55,7 +60,7 @@ func New() *Handler {
 }
 
 // Owns reports whether a GET or HEAD of the clean path p is the console's: "/", a client
-// route, or a file of the build's assets directory.
+// route, a file of the build's assets directory, or /ui and the paths under it (redirected).
 func (h *Handler) Owns(method, p string) bool {
 	if method != http.MethodGet && method != http.MethodHead {
 		return false
@@ -67,7 +72,7 @@ func (h *Handler) Owns(method, p string) bool {
 	if first == "assets" {
 		return rest != "" && !strings.Contains(rest, "/") && fileExists(h.files, "assets/"+rest)
 	}
-	return clientRoute(first)
+	return first == legacyPrefix || clientRoute(first)
 }
 
 func fileExists(fsys fs.FS, name string) bool {
@@ -75,11 +80,19 @@ func fileExists(fsys fs.FS, name string) bool {
 	return err == nil && !st.IsDir()
 }
 
-// ServeHTTP answers a path Owns accepted: an asset (content-hashed names, cached for a year)
-// or index.html (revalidated on every load so a new build is picked up).
+// ServeHTTP answers a path Owns accepted: /ui… a permanent redirect to "/", an asset
+// (content-hashed names, cached for a year) or index.html (revalidated on every load so a new
+// build is picked up).
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd := w.Header()
 	hd.Set("X-Content-Type-Options", "nosniff")
+	if first, _, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/"); first == legacyPrefix {
+		// A redirect and not a second name for the console: a bookmark or a guess ends on
+		// the one address. Owns admits only GET and HEAD, for which 301 and 308 mean the same.
+		hd.Set("Location", "/")
+		w.WriteHeader(http.StatusMovedPermanently)
+		return
+	}
 	if name, ok := strings.CutPrefix(r.URL.Path, "/assets/"); ok {
 		b, err := fs.ReadFile(h.files, "assets/"+name)
 		if err != nil {

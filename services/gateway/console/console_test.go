@@ -67,6 +67,9 @@ func TestServe(t *testing.T) {
 	}{
 		{"GET", "/", true}, {"HEAD", "/", true}, {"GET", "/runs", true}, {"GET", "/runs/run_1", true},
 		{"GET", "/workflows/wf_1", true}, {"GET", "/signin", true}, {"GET", "/keys", true}, {"GET", js, true},
+		{"GET", "/docs", true}, {"HEAD", "/docs", true}, {"GET", "/ui", true}, {"HEAD", "/ui", true},
+		{"GET", "/ui/", true}, {"GET", "/ui/runs/run_1", true}, {"POST", "/ui", false}, {"POST", "/docs", false},
+		{"GET", "/uix", false}, {"GET", "/docsx", false}, {"GET", "/api/docs", false}, {"GET", "/api/ui", false},
 		{"POST", "/", false}, {"GET", "/nope", false}, {"GET", "/ready", false}, {"GET", "/assets/nope.js", false},
 		{"GET", "/assets/", false}, {"GET", "/api/runs", false}, {"GET", "/health", false}, {"DELETE", "/runs", false},
 	} {
@@ -82,7 +85,7 @@ func TestServe(t *testing.T) {
 		h.ServeHTTP(rec, req)
 		return rec
 	}
-	for _, p := range []string{"/", "/runs/run_1"} {
+	for _, p := range []string{"/", "/runs/run_1", "/docs"} {
 		rec := get(p)
 		require.Equal(t, http.StatusOK, rec.Code)
 		require.Equal(t, "text/html; charset=utf-8", rec.Header().Get("Content-Type"))
@@ -96,4 +99,20 @@ func TestServe(t *testing.T) {
 	require.Equal(t, "text/javascript; charset=utf-8", rec.Header().Get("Content-Type"))
 	require.Contains(t, rec.Header().Get("Cache-Control"), "immutable")
 	require.Equal(t, "text/css; charset=utf-8", get(css).Header().Get("Content-Type"))
+}
+
+// TestLegacyRedirect checks that /ui and the paths under it are sent to the console at "/"
+// for good, with no page of their own.
+func TestLegacyRedirect(t *testing.T) {
+	t.Parallel()
+	h := New()
+	for _, method := range []string{http.MethodGet, http.MethodHead} {
+		for _, p := range []string{"/ui", "/ui/", "/ui/runs/run_1"} {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(method, p+"?x=1", nil))
+			require.Equal(t, http.StatusMovedPermanently, rec.Code, "%s %s", method, p)
+			require.Equal(t, "/", rec.Header().Get("Location"), "%s %s", method, p)
+			require.Empty(t, rec.Body.String(), "%s %s", method, p)
+		}
+	}
 }
