@@ -84,8 +84,9 @@ func (s server) startRun(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// idempotencyKey is the start's key: the body's idempotencyKey or the Idempotency-Key header,
-// each at most 255 characters; sent both ways, they must be the same key.
+// idempotencyKey is the start's key: the body's idempotencyKey, else the Idempotency-Key
+// header. Each is held to its own rule (at most 255 characters) whether or not it is the one
+// used.
 func idempotencyKey(r *http.Request, body *string) (string, error) {
 	header := r.Header.Get("Idempotency-Key")
 	if len(header) > 255 {
@@ -96,10 +97,6 @@ func idempotencyKey(r *http.Request, body *string) (string, error) {
 	}
 	if len(*body) > 255 {
 		return "", web.InvalidBody(wire.Issue{Path: "/idempotencyKey", Message: "idempotencyKey must be at most 255 characters"})
-	}
-	if header != "" && header != *body {
-		return "", web.InvalidBody(wire.Issue{Path: "/idempotencyKey",
-			Message: "the body's idempotencyKey and the Idempotency-Key header differ: send the key once, or the same key both ways"})
 	}
 	return *body, nil
 }
