@@ -1,6 +1,7 @@
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { APIError, attemptOver, call, finished, get, onRateLimit, post, type Attempt, type RateNotice, type Run, type Workflow } from "./api";
+import { Docs } from "./docs";
 import { RunFollower } from "./follower";
 import { Graph } from "./graph";
 import { PagedList, RunsList, type Model } from "./lists";
@@ -128,6 +129,7 @@ function SignIn({ up, onDone }: { up: boolean; onDone: () => void }) {
         <button type="submit">{up ? "Sign up" : "Sign in"}</button>
         <p>{up ? <>Have an account? <A href="/signin">Sign in</A></> : <>New here? <A href="/signup">Create an account</A></>}</p>
       </form>
+      <p class="hint">Working with the API? The <A href="/docs">API reference</A> is open, no account needed.</p>
     </main>
   );
 }
@@ -184,7 +186,10 @@ function ChooseOrganization({ orgs }: { orgs: any[] }) {
   );
 }
 
-function Shell({ session, onSignOut, children }: any) {
+// Shell is the signed-in frame: the navigation, the organization menu, the rate-limit notice.
+// A page that belongs to no organization (the API reference) sets anyOrg and shows even while
+// none is open.
+function Shell({ session, onSignOut, anyOrg, children }: any) {
   const orgs = useLoad(() => get<any[]>("/api/auth/organization/list"), []);
   const [err, setErr] = useState<unknown>();
   const active = session?.session?.activeOrganizationId;
@@ -200,6 +205,7 @@ function Shell({ session, onSignOut, children }: any) {
         <A href="/runs">Runs</A>
         <A href="/schedules">Schedules</A>
         <A href="/keys">API keys</A>
+        <A href="/docs">API reference</A>
         <span class="grow" />
         <select aria-label="Organization" value={active ?? ""} onChange={(e) => switchOrg((e.target as HTMLSelectElement).value)}>
           {!active && <option value="">(no organization)</option>}
@@ -210,7 +216,7 @@ function Shell({ session, onSignOut, children }: any) {
       </nav>
       <ErrorBox err={err || orgs.err} />
       <RateLimited />
-      <main>{active ? children : orgs.data ? <ChooseOrganization orgs={orgs.data} /> : !orgs.err && <p>Loading…</p>}</main>
+      <main>{active || anyOrg ? children : orgs.data ? <ChooseOrganization orgs={orgs.data} /> : !orgs.err && <p>Loading…</p>}</main>
     </div>
   );
 }
@@ -524,12 +530,28 @@ function Keys() {
   );
 }
 
+// OpenNav heads the pages shown without a session.
+const OpenNav = () => (
+  <nav>
+    <strong>svc</strong>
+    <A href="/docs">API reference</A>
+    <span class="grow" />
+    <A href="/signin">Sign in</A>
+  </nav>
+);
+
 // --- the app
 function App() {
   const path = usePath();
   const session = useLoad(() => get<any>("/api/auth/get-session"), []);
   const [u, qs] = path.split("?");
   const query = new URLSearchParams(qs || "");
+  const signOut = () => { navigate("/signin"); session.reload(); };
+  // The API reference is open: it shows at once, in the console's frame once a session is known.
+  if (u === "/docs" || u.startsWith("/docs/")) {
+    if (session.data) return <Shell session={session.data} onSignOut={signOut} anyOrg><Docs signedIn /></Shell>;
+    return <><OpenNav /><main><Docs signedIn={false} /></main></>;
+  }
   if (session.loading) return <><RateLimited /><p>Loading…</p></>;
   if (!session.data) {
     const up = u === "/signup";
@@ -543,7 +565,7 @@ function App() {
   else if (seg[0] === "schedules") page = <Schedules />;
   else if (seg[0] === "keys") page = <Keys />;
   else page = <Workflows />;
-  return <Shell session={session.data} onSignOut={() => { navigate("/signin"); session.reload(); }}>{page}</Shell>;
+  return <Shell session={session.data} onSignOut={signOut}>{page}</Shell>;
 }
 
 render(<App />, document.getElementById("app")!);
