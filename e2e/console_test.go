@@ -27,7 +27,9 @@ import (
 const consoleDir = "console"
 
 // TestConsole drives the web console the gateway serves at / in a real browser (Debian's
-// chromium, headless, through playwright-core): sign up, a workflow created through the API
+// chromium, headless, through playwright-core). First, with no session: the API reference at
+// /docs, drawn from /api/openapi.json, whose filter narrows it to the run-start operation (its
+// Idempotency-Key header and its 202 shown), and /ui redirected to the console. Then: sign up, a workflow created through the API
 // and opened (its graph), a run started from the page whose attempts appear without a reload
 // (the run's event stream), the signal it waits for sent from the page, the run completed; a
 // second run cancelled from the page; an API key created and revoked; the user's bucket emptied
@@ -106,6 +108,22 @@ func TestConsole(t *testing.T) {
 	require.NoError(t, err)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+	// Old or guessed addresses of a web UI are sent to the console; the reference is its page.
+	noFollow := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	for _, p := range []string{"/ui", "/ui/runs"} {
+		resp, err := noFollow.Get(sys.BaseURL + p)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusMovedPermanently, resp.StatusCode, p)
+		require.Equal(t, "/", resp.Header.Get("Location"), p)
+	}
+	resp, err = http.Get(sys.BaseURL + "/docs")
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, "text/html; charset=utf-8", resp.Header.Get("Content-Type"))
+	require.Empty(t, resp.Header.Get("RateLimit-Remaining"), "/docs takes no rate-limit token")
+
 	for _, f := range []string{"console-graph.png", "console-run.png"} {
 		st, err := os.Stat(filepath.Join(shots, f))
 		require.NoError(t, err)

@@ -14,7 +14,7 @@ const step = (s) => console.log(`step: ${s}`);
 
 // Every page is watched: a page error fails the test, and so does a 429 the browser gets (the
 // rate limit is the default one) where none is provoked. guarded counts the requests that take
-// a rate-limit token (every /api/ path but the open /api/auth/*).
+// a rate-limit token (every /api/ path but the open /api/auth/* and /api/openapi.json).
 const pageErrors = [];
 // A dialog (the confirmations of cancel, signal and revoke) is accepted; w.beforeAccept, when
 // set, runs first, once, while the page is blocked on the dialog.
@@ -38,7 +38,7 @@ const watch = (page) => {
   });
   page.on("request", (r) => {
     const u = new URL(r.url());
-    if (u.pathname.startsWith("/api/") && !u.pathname.startsWith("/api/auth/")) w.guarded.push(`${r.method()} ${u.pathname}${u.search}`);
+    if (u.pathname.startsWith("/api/") && !u.pathname.startsWith("/api/auth/") && u.pathname !== "/api/openapi.json") w.guarded.push(`${r.method()} ${u.pathname}${u.search}`);
   });
   page.on("response", (r) => {
     if (r.status() === 429) w.limited.push(`${r.request().method()} ${r.url()}`);
@@ -65,6 +65,52 @@ const withKey = async (method, path, data, key = process.env.SEED_KEY) => {
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, headless: true, args: ["--no-sandbox"] });
 try {
   const viewport = { width: 1280, height: 800 };
+
+  // A context of its own, with no session: nothing here reaches the pages or the counts below.
+  step("/docs without a session: the API reference, from /api/openapi.json");
+  const docsCtx = await browser.newContext({ viewport });
+  const dp = await docsCtx.newPage();
+  const docsW = watch(dp);
+  await dp.goto(base + "/docs");
+  const docs = dp.getByTestId("docs");
+  await docs.locator("h1", { hasText: "API reference" }).waitFor();
+  const ops = docs.locator("[data-op]");
+  await docs.locator('[data-op="startRun"]').waitFor();
+  const allOps = await ops.count();
+  if (allOps < 40) throw new Error(`the reference lists ${allOps} operations`);
+  if ((await docs.getByTestId("raw-openapi").getAttribute("href")) !== "/api/openapi.json") throw new Error("no link to the raw document");
+  await docs.locator("ul.links code", { hasText: "POST /api/mcp" }).waitFor();
+
+  step("the filter narrows to the run-start operation: its Idempotency-Key header and its 202");
+  await docs.getByLabel("Filter operations").fill("startRun");
+  await dp.waitForFunction(() => document.querySelectorAll("[data-op]").length === 1);
+  const startRun = docs.locator('[data-op="startRun"]');
+  await startRun.filter({ hasText: "/api/workflows/{id}/run" }).locator(".method", { hasText: "POST" }).waitFor();
+  const idem = startRun.locator('tr[data-param="Idempotency-Key"]');
+  await idem.filter({ hasText: "header" }).filter({ hasText: "maxLength 255" }).waitFor();
+  await startRun.locator('tr[data-param="id"]').filter({ hasText: "path" }).filter({ hasText: "required" }).waitFor(); // the path's parameter, by $ref
+  await startRun.getByTestId("request-body").locator('[data-prop="idempotencyKey"]').filter({ hasText: "maxLength 255" }).waitFor();
+  const accepted = startRun.locator('[data-response="202"]');
+  await accepted.filter({ hasText: "The run exists durably" }).locator('[data-prop="runId"]').filter({ hasText: "required" }).waitFor();
+  await startRun.locator('[data-response="401"]').filter({ hasText: "Unauthorized" }).filter({ hasText: "No valid credentials" }).waitFor(); // a $ref to a response
+  await docs.getByTestId("op-count").filter({ hasText: `1 of ${allOps} operations` }).waitFor();
+  if (!dp.url().endsWith("/docs?q=startRun")) throw new Error(`the filter's address: ${dp.url()}`);
+  await docs.getByLabel("Filter operations").fill("");
+  await dp.waitForFunction((n) => document.querySelectorAll("[data-op]").length === n, allOps);
+
+  step("/ui lands on the console; its sign-in page links to /docs");
+  const ui = await dp.goto(base + "/ui");
+  const hop = ui.request().redirectedFrom();
+  if (!hop || new URL(hop.url()).pathname !== "/ui" || (await hop.response()).status() !== 301) throw new Error(`/ui: ${hop?.url()}`);
+  if (new URL(dp.url()).pathname !== "/") throw new Error(`/ui landed on ${dp.url()}`);
+  await dp.getByRole("button", { name: "Sign in" }).waitFor();
+  await dp.getByRole("link", { name: "API reference" }).click();
+  await dp.waitForURL(/\/docs$/);
+  await docs.locator('[data-op="startRun"]').waitFor();
+  check(docsW);
+  if (docsW.guarded.length) throw new Error(`the reference sent guarded requests: ${docsW.guarded}`);
+  await docsCtx.close();
+
   const page = await browser.newPage({ viewport });
   const first = watch(page);
 
@@ -180,6 +226,13 @@ try {
   await notice.waitFor({ state: "detached" });
   if (!first.limited.some((u) => u.includes("/api/workflows?limit=50"))) throw new Error(`the page's 429s: ${first.limited}`);
   first.limited.length = 0;
+
+  step("the header links to the API reference, shown in the console's frame (no guarded request)");
+  const guardedBeforeDocs = first.guarded.length;
+  await page.locator("nav").getByRole("link", { name: "API reference" }).click();
+  await page.waitForURL(/\/docs$/);
+  await page.getByTestId("docs").locator('[data-op="startRun"]').waitFor();
+  if (first.guarded.length !== guardedBeforeDocs) throw new Error(`the reference sent guarded requests: ${first.guarded.slice(guardedBeforeDocs)}`);
 
   step("sign out");
   await page.getByRole("button", { name: "Sign out" }).click();
