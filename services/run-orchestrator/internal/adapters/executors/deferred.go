@@ -10,7 +10,7 @@ import (
 // the run until then: its log lines wait in a DeferredLogs and are written once the
 // transaction commits, or dropped.
 
-// DeferredLogs holds the log lines of blocks run under a context from DeferLogs.
+// DeferredLogs holds the log lines of blocks run under a context from its Defer.
 type DeferredLogs struct {
 	mu    sync.Mutex
 	lines []func()
