@@ -5,7 +5,6 @@
 package harness
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -373,7 +372,7 @@ type Process struct {
 	cmd    *exec.Cmd
 	env    []string
 	health string // the base URL whose /health says the process is up
-	out    *syncBuffer
+	out    *testkit.SyncBuffer
 	done   chan struct{}
 	err    error
 }
@@ -381,7 +380,7 @@ type Process struct {
 // StartProcess runs svc's binary with env; output is kept and shown if the test fails.
 func StartProcess(t *testing.T, svc Service, env []string) *Process {
 	t.Helper()
-	p := &Process{Name: svc, env: env, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &Process{Name: svc, env: env, out: &testkit.SyncBuffer{}, done: make(chan struct{})}
 	p.cmd = exec.Command(Binary(t, svc))
 	p.cmd.Env = env
 	p.cmd.Stdout = p.out
@@ -490,23 +489,6 @@ func (p *Process) Exited() (bool, error) {
 	default:
 		return false, nil
 	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func freeAddr(t *testing.T) string {

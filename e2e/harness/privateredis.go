@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"svc.dev/libs/testkit"
 )
 
 // Redis is a private redis-server of one test on a free port, without persistence, that the
@@ -62,7 +64,7 @@ func (r *Redis) Start(t testing.TB) {
 	cmd := exec.Command(r.bin, "--port", port, "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 		"--dir", r.dir, "--loglevel", "warning", "--maxclients", "2000")
 	cmd.Dir = r.dir
-	out := &syncBuffer{}
+	out := &testkit.SyncBuffer{}
 	cmd.Stdout, cmd.Stderr = out, out
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("harness: start redis-server: %v", err)

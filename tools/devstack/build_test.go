@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
 
 func TestBuildServices(t *testing.T) {
@@ -42,7 +44,7 @@ func TestBuildServices(t *testing.T) {
 
 	t.Run("StampsTheVersion", func(t *testing.T) {
 		t.Parallel()
-		out := &syncBuffer{}
+		out := &testkit.SyncBuffer{}
 		require.NoError(t, buildServices(t.Context(), goBin, root, binDir, "v1.2.3-4-gabc-dirty", []string{"good"}, env, 2, out))
 		require.Contains(t, out.String(), "built good in")
 		got, err := exec.Command(filepath.Join(binDir, "good")).Output()
@@ -53,7 +55,7 @@ func TestBuildServices(t *testing.T) {
 
 	t.Run("FailureNamesTheServiceAndShowsTheCompiler", func(t *testing.T) {
 		t.Parallel()
-		out := &syncBuffer{}
+		out := &testkit.SyncBuffer{}
 		err := buildServices(t.Context(), goBin, root, filepath.Join(root, "otherbin"), "dev", []string{"bad"}, env, 2, out)
 		require.ErrorContains(t, err, "go build failed for bad")
 		require.Contains(t, out.String(), "build bad | ")

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
 
 func TestWaitHealthy(t *testing.T) {
@@ -24,7 +26,7 @@ func TestWaitHealthy(t *testing.T) {
 	// setup starts a long-lived stand-in process: waitHealthy watches it while it polls.
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		sup := newSupervisor(testLog(t), &syncBuffer{}, 4)
+		sup := newSupervisor(testLog(t), &testkit.SyncBuffer{}, 4)
 		p, err := sup.start(procSpec{name: "svc", path: "/bin/sh", args: []string{"-c", "sleep 30"}})
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = p.stop(context.Background()) })
@@ -67,7 +69,7 @@ func TestWaitHealthy(t *testing.T) {
 
 	t.Run("ProcessExited", func(t *testing.T) {
 		t.Parallel()
-		sup := newSupervisor(testLog(t), &syncBuffer{}, 4)
+		sup := newSupervisor(testLog(t), &testkit.SyncBuffer{}, 4)
 		p, err := sup.start(procSpec{name: "svc", path: "/bin/sh", args: []string{"-c", "exit 7"}})
 		require.NoError(t, err)
 		port, err := freePort()

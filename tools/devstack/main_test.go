@@ -20,6 +20,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
 
 // Environment variables of the fake service that this test binary turns into when devstack
@@ -166,7 +168,7 @@ func TestRun(t *testing.T) {
 	type testBundle struct {
 		cfg   config
 		ports map[string]int // service name → port
-		out   *syncBuffer
+		out   *testkit.SyncBuffer
 	}
 
 	// setup makes a repository root whose .devstack/bin holds this test binary under every
@@ -211,7 +213,7 @@ func TestRun(t *testing.T) {
 			require.NoError(t, os.Chmod(filepath.Dir(root), 0o755))
 			require.NoError(t, os.Chmod(root, 0o755))
 		}
-		return &testBundle{cfg: cfg, ports: ports, out: &syncBuffer{}}
+		return &testBundle{cfg: cfg, ports: ports, out: &testkit.SyncBuffer{}}
 	}
 
 	getJSON := func(t *testing.T, url string, v any) {

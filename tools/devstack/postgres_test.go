@@ -13,6 +13,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
 
 // testPostgresURL is a server the tests may create databases on: SVC_TEST_DATABASE_URL (what CI
@@ -149,7 +151,7 @@ func TestResolvePostgres(t *testing.T) {
 				postgresGlob: filepath.Join(t.TempDir(), "*", "bin"),
 				lookPath:     noLookPath,
 			},
-			sup: newSupervisor(testLog(t), &syncBuffer{}, 8),
+			sup: newSupervisor(testLog(t), &testkit.SyncBuffer{}, 8),
 		}
 	}
 

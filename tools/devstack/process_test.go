@@ -6,30 +6,13 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
-
-// syncBuffer is a bytes.Buffer that children and the test may use at once.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 func testLog(t *testing.T) *slog.Logger {
 	t.Helper()
@@ -69,12 +52,12 @@ func TestSupervisor(t *testing.T) {
 
 	type testBundle struct {
 		sup *supervisor
-		out *syncBuffer
+		out *testkit.SyncBuffer
 	}
 
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		out := &syncBuffer{}
+		out := &testkit.SyncBuffer{}
 		return &testBundle{sup: newSupervisor(testLog(t), out, 6), out: out}
 	}
 
@@ -82,7 +65,7 @@ func TestSupervisor(t *testing.T) {
 		return procSpec{name: name, path: "/bin/sh", args: []string{"-c", script}}
 	}
 
-	waitFor := func(t *testing.T, out *syncBuffer, s string) {
+	waitFor := func(t *testing.T, out *testkit.SyncBuffer, s string) {
 		t.Helper()
 		require.Eventually(t, func() bool { return strings.Contains(out.String(), s) },
 			10*time.Second, 10*time.Millisecond, "waiting for %q in:\n%s", s, out)

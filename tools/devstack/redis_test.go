@@ -8,6 +8,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
 
 func TestResolveRedis(t *testing.T) {
@@ -26,7 +28,7 @@ func TestResolveRedis(t *testing.T) {
 				redisAddr: closedAddr(t),
 				lookPath:  noLookPath,
 			},
-			sup: newSupervisor(testLog(t), &syncBuffer{}, 8),
+			sup: newSupervisor(testLog(t), &testkit.SyncBuffer{}, 8),
 		}
 	}
 

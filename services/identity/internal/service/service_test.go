@@ -11,7 +11,6 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -31,27 +30,9 @@ const (
 	secret   = "0123456789abcdef0123456789abcdef"
 )
 
-// syncBuffer collects the service's log lines (the dev mailer writes reset links there).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type testBundle struct {
 	srv    *httptest.Server
-	logs   *syncBuffer
+	logs   *testkit.SyncBuffer
 	signer internalauth.Signer
 }
 
@@ -80,7 +61,7 @@ func setupConfig(t *testing.T, env map[string]string, adjust func(*service.Confi
 	if adjust != nil {
 		adjust(&cfg)
 	}
-	logs := &syncBuffer{}
+	logs := &testkit.SyncBuffer{}
 	app, err := service.NewApplication(context.Background(), cfg, slog.New(slog.NewJSONHandler(logs, nil)))
 	require.NoError(t, err)
 	t.Cleanup(app.Close)

@@ -1,31 +1,18 @@
 package service_test
 
 import (
-	"bytes"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/libs/testkit"
 )
 
-// lockedBuffer is a log sink tests read while the service writes to it.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) count(s string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), s)
+// logCount counts the occurrences of s in what the service logged to logs.
+func logCount(logs *testkit.SyncBuffer, s string) int {
+	return strings.Count(logs.String(), s)
 }
 
 // TestRunsEndedAtDispatch: a run whose blocks are all triggers, transforms, logs and
@@ -36,7 +23,7 @@ func (b *lockedBuffer) count(s string) int {
 // way, their log lines written once too.
 func TestRunsEndedAtDispatch(t *testing.T) {
 	t.Parallel()
-	logs := &lockedBuffer{}
+	logs := &testkit.SyncBuffer{}
 	sys := startLogging(t, nil, slog.New(slog.NewJSONHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo})))
 	pool := db(t, sys.dbURL)
 	b := sys.setup(t)
@@ -76,8 +63,8 @@ func TestRunsEndedAtDispatch(t *testing.T) {
 	}
 	require.Equal(t, []string{"start", "shape", "check", "big"}, seen, "the branch not taken has no attempt")
 	require.Equal(t, map[string]any{"n": 3.0, "doubled": 6.0}, attempts[1]["output"])
-	require.Equal(t, 1, logs.count("dispatch-end big "+id), "the log line is written once")
-	require.Zero(t, logs.count("dispatch-end small "+id))
+	require.Equal(t, 1, logCount(logs, "dispatch-end big "+id), "the log line is written once")
+	require.Zero(t, logCount(logs, "dispatch-end small "+id))
 
 	// A failing block: the run goes to a job, which fails it by the connector's policy; the
 	// log line before it (run in memory at the dispatch, then by the job) is written once.
@@ -88,7 +75,7 @@ func TestRunsEndedAtDispatch(t *testing.T) {
 	failing := b.startRun(t, "wf_fails", nil)
 	b.waitStatus(t, failing, "failed")
 	require.Equal(t, 1, jobs(failing), "a run that fails at its dispatch's try goes to a job")
-	require.Equal(t, 1, logs.count("dispatch-fail "+failing), "the log line is written once")
+	require.Equal(t, 1, logCount(logs, "dispatch-fail "+failing), "the log line is written once")
 
 	// More blocks than one transaction carries: a job runs the chain.
 	b.workflow(t, "wf_long", 1, chainDef(21))
