@@ -8,6 +8,7 @@ import (
 	"maps"
 	"net/http"
 	"os"
+	"path/filepath"
 	"slices"
 	"sort"
 	"strconv"
@@ -67,6 +68,9 @@ func TestSoak(t *testing.T) {
 	stop()
 	w.finishWithin(45 * time.Second)
 	wait()
+	if dir := os.Getenv("SVC_SOAK_PROFILES"); dir != "" {
+		s.saveHeapProfiles(bg, t, dir)
+	}
 
 	vctx, cancel := context.WithTimeout(bg, 5*time.Minute)
 	defer cancel()
@@ -76,6 +80,35 @@ func TestSoak(t *testing.T) {
 	v.publish(t, md, "SVC_SOAK_REPORT")
 	for _, g := range report.grew {
 		t.Errorf("grows without bound: %s", g)
+	}
+}
+
+// saveHeapProfiles writes each service's heap profile (after a GC) to dir/<role>.heap, for
+// `go tool pprof` when a series grows: SVC_SOAK_PROFILES=<dir>.
+func (s *stack) saveHeapProfiles(ctx context.Context, t *testing.T, dir string) {
+	for _, role := range s.roles() {
+		u := s.proc(role).PprofURL()
+		if u == "" {
+			continue
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/debug/pprof/heap?gc=1", nil)
+		if err != nil {
+			t.Logf("heap profile of %s: %v", role, err)
+			continue
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Logf("heap profile of %s: %v", role, err)
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		if err == nil {
+			err = os.WriteFile(filepath.Join(dir, role+".heap"), body, 0o644)
+		}
+		if err != nil {
+			t.Logf("heap profile of %s: %v", role, err)
+		}
 	}
 }
 
