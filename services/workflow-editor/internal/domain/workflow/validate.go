@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"unsafe"
 )
 
 // ValidationCode names a problem of a workflow's graph (contract §2). A workflow with any can
@@ -579,6 +580,24 @@ const (
 	maxCachedCheckBytes = 16 << 20
 )
 
+// checkBytes is about the memory errs holds: the slice's whole backing array (its capacity, as
+// append grew it), every string and the lists' entries. Counting only the strings' lengths
+// and a fixed 64 bytes an error (as this cache once did) put a soak's cache at about 2.3
+// times its budget.
+func checkBytes(errs []ValidationError) int {
+	n := 64 + cap(errs)*int(unsafe.Sizeof(ValidationError{}))
+	for _, e := range errs {
+		n += len(e.Code) + len(e.BlockID) + len(e.Message) + len(e.Pointer) + len(e.DidYouMean)
+		for _, s := range e.NoIncomingEdge {
+			n += int(unsafe.Sizeof(s)) + len(s)
+		}
+		for _, s := range e.missing {
+			n += int(unsafe.Sizeof(s)) + len(s)
+		}
+	}
+	return n
+}
+
 type checkKey struct {
 	id      string
 	version int64
@@ -606,10 +625,7 @@ func (c *checkCache) get(k checkKey) ([]ValidationError, bool) {
 }
 
 func (c *checkCache) put(k checkKey, errs []ValidationError) {
-	n := 64
-	for _, e := range errs {
-		n += 64 + len(e.BlockID) + len(e.Message) + len(e.Pointer) + len(e.DidYouMean)
-	}
+	n := checkBytes(errs)
 	if n > maxCachedCheckBytes/8 {
 		return // one huge result would push out many small ones
 	}
