@@ -70,23 +70,10 @@ func TestRepairCorpus(t *testing.T) {
 		var fam repairFamily
 		require.NoError(t, json.Unmarshal(raw, &fam), f)
 		families = append(families, fam.Family)
-		tl := &tally{}
-		byFamily[fam.Family] = tl
-		for i, c := range fam.Cases {
-			total++
-			b := sys.setup(t)
-			out, detail := runRepairCase(t, b, fmt.Sprintf("%s-%d", fam.Family, i), c)
-			tl.total++
-			switch out {
-			case repaired:
-				tl.ok++
-			case misled:
-				tl.misled++
-				misleading = append(misleading, fam.Family+"/"+c.Name+": "+detail)
-			default:
-				t.Logf("not repaired: %s/%s: %s", fam.Family, c.Name, detail)
-			}
-		}
+		repairedN, misledHere := runFamily(t, sys, fam)
+		byFamily[fam.Family] = &tally{ok: repairedN, total: len(fam.Cases), misled: len(misledHere)}
+		total += len(fam.Cases)
+		misleading = append(misleading, misledHere...)
 	}
 	sort.Strings(families)
 	ok := 0
@@ -99,6 +86,24 @@ func TestRepairCorpus(t *testing.T) {
 	require.GreaterOrEqual(t, total, 150, "the corpus holds at least 150 mistakes")
 	require.Empty(t, misleading, "hints that applied cleanly and left a workflow other than the one meant")
 	require.GreaterOrEqual(t, float64(ok)/float64(total), 0.95, "at least 95 %% of the corpus is repaired in one round trip")
+}
+
+// runFamily runs every case of fam with runRepairCase and returns how many were repaired and
+// the hints that misled (family/case: detail); cases not repaired are logged.
+func runFamily(t *testing.T, sys *system, fam repairFamily) (ok int, misleading []string) {
+	t.Helper()
+	for i, c := range fam.Cases {
+		out, detail := runRepairCase(t, sys.setup(t), fmt.Sprintf("%s-%d", fam.Family, i), c)
+		switch out {
+		case repaired:
+			ok++
+		case misled:
+			misleading = append(misleading, fam.Family+"/"+c.Name+": "+detail)
+		default:
+			t.Logf("not repaired: %s/%s: %s", fam.Family, c.Name, detail)
+		}
+	}
+	return ok, misleading
 }
 
 // runRepairCase sends c's batch, repairs it once from the reply and compares the result with
@@ -516,19 +521,7 @@ func TestRepairHeldOut(t *testing.T) {
 	var fam repairFamily
 	require.NoError(t, json.Unmarshal(raw, &fam))
 	require.NotEmpty(t, fam.Cases)
-	ok := 0
-	var misleading []string
-	for i, c := range fam.Cases {
-		out, detail := runRepairCase(t, sys.setup(t), fmt.Sprintf("heldout-%d", i), c)
-		switch out {
-		case repaired:
-			ok++
-		case misled:
-			misleading = append(misleading, c.Name+": "+detail)
-		default:
-			t.Logf("not repaired: %s: %s", c.Name, detail)
-		}
-	}
+	ok, misleading := runFamily(t, sys, fam)
 	t.Logf("held out: %d / %d repaired in one round trip (%.1f %%), %d misled", ok, len(fam.Cases),
 		100*float64(ok)/float64(len(fam.Cases)), len(misleading))
 	require.Empty(t, misleading, "hints that applied cleanly and left a workflow other than the one meant")
