@@ -1,7 +1,6 @@
 package ratelimit_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"log/slog"
@@ -63,24 +62,13 @@ func (c *commandCounter) Scripts() int {
 }
 
 // logLines is a concurrency-safe JSON log sink.
-type logLines struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logLines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
+type logLines struct{ testkit.SyncBuffer }
 
 // Messages returns the msg of every line at level or above.
 func (l *logLines) Messages(t *testing.T, level slog.Level) []string {
 	t.Helper()
-	l.mu.Lock()
-	defer l.mu.Unlock()
 	var out []string
-	for line := range strings.SplitSeq(strings.TrimSpace(l.buf.String()), "\n") {
+	for line := range strings.SplitSeq(strings.TrimSpace(l.String()), "\n") {
 		if line == "" {
 			continue
 		}
