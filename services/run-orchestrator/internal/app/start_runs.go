@@ -66,6 +66,7 @@ type idemKey struct{ org, key string }
 // compiled input schema, or why none of its starts can run.
 type prepared struct {
 	snap   Snapshot
+	def    run.Definition
 	schema *jsonschema.Schema
 	err    error
 }
@@ -155,7 +156,7 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 		}
 		runs = append(runs, run.NewRun{
 			ID: wire.NewID(wire.Run), OrganizationID: c.OrganizationID, WorkflowID: p.snap.ID,
-			WorkflowVersion: p.snap.Version, Definition: p.snap.Definition, Input: input, Trigger: normalTrigger(c.Trigger),
+			WorkflowVersion: p.snap.Version, Definition: p.snap.Definition, Parsed: &p.def, Input: input, Trigger: normalTrigger(c.Trigger),
 		})
 		keys = append(keys, c.IdempotencyKey)
 	}
@@ -267,7 +268,7 @@ func prepare(snap Snapshot) prepared {
 		return prepared{err: &run.InvalidWorkflowError{Errors: []run.ValidationError{{
 			Code: "input_schema_invalid", Message: err.Error()}}}}
 	}
-	return prepared{snap: snap, schema: sch}
+	return prepared{snap: snap, def: def, schema: sch}
 }
 
 // normalInput is the run input: empty means null.

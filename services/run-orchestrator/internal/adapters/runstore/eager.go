@@ -43,9 +43,14 @@ func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 	if s.eager == nil {
 		return nil
 	}
-	def, err := run.ParseDefinition(nr.Definition)
-	if err != nil {
-		return nil
+	var def run.Definition
+	if nr.Parsed != nil {
+		def = *nr.Parsed // the start parsed it already
+	} else {
+		var err error
+		if def, err = run.ParseDefinition(nr.Definition); err != nil {
+			return nil
+		}
 	}
 	r := &run.Run{ID: nr.ID, OrganizationID: nr.OrganizationID, WorkflowID: nr.WorkflowID, Status: run.StatusQueued,
 		Def: def, State: run.NewState()}

@@ -12,8 +12,12 @@ type NewRun struct {
 	WorkflowID      string
 	WorkflowVersion int64
 	Definition      json.RawMessage
-	Input           json.RawMessage
-	Trigger         json.RawMessage
+	// Parsed is Definition as ParseDefinition reads it, when the dispatcher has it already
+	// (nil: the engine parses Definition itself). It is only read, so runs of one workflow
+	// may share it.
+	Parsed  *Definition
+	Input   json.RawMessage
+	Trigger json.RawMessage
 }
 
 // Record is a run as the runs API reads it. It is a read model: the engine alone changes runs,
