@@ -145,6 +145,9 @@ func forEach(ctx context.Context, n, workers int, f func(ctx context.Context, i 
 	for range workers {
 		wg.Go(func() {
 			for i := range next {
+				if ctx.Err() != nil {
+					continue // drain what the feeder already handed over
+				}
 				if err := f(ctx, i); err != nil {
 					cancel(err)
 				}
