@@ -29,11 +29,11 @@ test/unit: ## fast tests only (-short: nothing that needs Postgres, Redis or the
 
 .PHONY: test/integration
 test/integration: ## all tests against real Postgres and Redis, e2e included
-	$(GOTESTSUM) -- -count=1 -p 2 $(ALL_PKGS) $(TESTFLAGS)
+	$(GOTESTSUM) -- -count=1 -p 2 -timeout 30m $(ALL_PKGS) $(TESTFLAGS)
 
 .PHONY: e2e
 e2e: ## black-box tests of the whole system through the gateway
-	$(GOTESTSUM) -- -count=1 svc.dev/e2e/... $(TESTFLAGS)
+	$(GOTESTSUM) -- -count=1 -timeout 30m svc.dev/e2e/... $(TESTFLAGS)
 
 .PHONY: fuzz
 fuzz: ## HTTP fuzzing of every public route, full length (SVC_FUZZ_REQUESTS, default 50000); a short run is part of make test

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,9 +100,19 @@ func TestSystem(t *testing.T) {
 
 	t.Run("StartsWaitsAndStopsDevstackItself", func(t *testing.T) {
 		t.Parallel()
-		bundle := setup(t)
-
-		sys, err := startSystem(t.Context(), bundle.spec)
+		// The port was free when setup chose it, but another test's process may take it
+		// before the fake binds it (startSystem checks first): choose again then.
+		var (
+			bundle *testBundle
+			sys    *system
+			err    error
+		)
+		for range 5 {
+			bundle = setup(t)
+			if sys, err = startSystem(t.Context(), bundle.spec); err == nil || !strings.Contains(err.Error(), "is taken") {
+				break
+			}
+		}
 		require.NoError(t, err)
 
 		resp, err := http.Get(bundle.base + "/env")
