@@ -69,6 +69,7 @@ type Stats struct {
 type Generator struct {
 	client      *http.Client
 	maxInFlight int
+	slow        *slowLog // nil: slow requests are not listed
 }
 
 // NewGenerator returns a generator that sends through client with at most maxInFlight requests
@@ -115,6 +116,7 @@ const (
 // sample is what one request left behind. Each request writes only its own element, so the
 // slice needs no lock; wg.Wait orders the writes before the reads.
 type sample struct {
+	at      time.Time     // the scheduled send time
 	latency time.Duration // from the scheduled send time to the end of the body
 	done    time.Time
 	outcome outcome
@@ -191,6 +193,7 @@ schedule:
 		return Stats{}, err
 	}
 	use := cpu.stop()
+	g.slow.write(fmt.Sprintf("%s %s at %g/s", method, p.Target.URL, p.Rate), samples[first:])
 	st := summarize(samples[first:], start.Add(slot(first)), p.Duration, p.Rate)
 	st.CPU = use
 	return st, nil
@@ -200,7 +203,7 @@ schedule:
 // pool and the latency includes the body.
 func (g *Generator) send(ctx context.Context, method string, t Target, i int, at time.Time) sample {
 	failed := func(err error) sample {
-		return sample{latency: time.Since(at), done: time.Now(), outcome: outcomeTransport, detail: err.Error()}
+		return sample{at: at, latency: time.Since(at), done: time.Now(), outcome: outcomeTransport, detail: err.Error()}
 	}
 	var body io.Reader
 	if t.Body != nil {
@@ -236,7 +239,7 @@ func (g *Generator) send(ctx context.Context, method string, t Target, i int, at
 	}
 	resp.Body.Close()
 	now := time.Now()
-	s := sample{latency: now.Sub(at), done: now, outcome: outcomeOK}
+	s := sample{at: at, latency: now.Sub(at), done: now, outcome: outcomeOK}
 	switch {
 	case err != nil:
 		s.outcome, s.detail = outcomeTransport, "reading the body: "+err.Error()

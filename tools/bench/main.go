@@ -91,6 +91,8 @@ type config struct {
 	resultsPath string // absolute
 	noBaseline  bool
 	startupWait time.Duration // how long devstack may take to build and start everything
+	slowLog     string        // -slow-log: file the slow requests are listed in; empty for none
+	slowOver    time.Duration // what counts as slow there
 	stopWait    time.Duration // how long devstack may take to stop
 }
 
@@ -109,6 +111,8 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	fs.StringVar(&cfg.origin, "origin", "", "an Origin identity trusts, with -no-system (default http://localhost:8080, identity's default SVC_PUBLIC_URL)")
 	results := fs.String("results", filepath.Join("bench", "RESULTS.md"), "file the run is appended to; relative to the repository root")
 	fs.BoolVar(&cfg.noBaseline, "no-baseline", false, "skip the pgbench baseline (../shared/bench/pgbench-step.sh)")
+	fs.StringVar(&cfg.slowLog, "slow-log", "", "file to list every measured request slower than -slow-over in, with the time it was scheduled (to set a tail beside other logs)")
+	fs.DurationVar(&cfg.slowOver, "slow-over", 15*time.Millisecond, "what -slow-log counts as slow")
 	fs.DurationVar(&cfg.startupWait, "startup-timeout", 5*time.Minute, "how long the system may take to build and answer /health")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -236,6 +240,14 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	// Scenarios.
 
 	gen := NewGenerator(newHTTPClient(cfg.maxInFlight), cfg.maxInFlight)
+	if cfg.slowLog != "" {
+		f, err := os.Create(cfg.slowLog)
+		if err != nil {
+			return fmt.Errorf("slow log: %w", err)
+		}
+		defer f.Close() //nolint:errcheck // a diagnostic; the report is written on its own
+		gen.slow = &slowLog{w: f, over: cfg.slowOver}
+	}
 	env := Env{
 		GatewayURL:     cfg.gatewayURL,
 		IdentityURL:    cfg.identityURL,
