@@ -34,7 +34,8 @@ type Waker interface {
 	// WatchRun's channel receives after each notified change of the run; stop ends it.
 	WatchRun(runID string) (wake <-chan struct{}, stop func())
 	// WatchOrg's channel receives the ids of the organization's runs that changed (it may
-	// drop ids when the reader is slow; the stream then re-reads).
+	// drop ids when the reader is slow; the stream then re-reads), or "" when the stream
+	// should read every change since its last read.
 	WatchOrg(org string) (runs <-chan string, stop func())
 }
 

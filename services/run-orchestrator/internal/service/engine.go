@@ -87,7 +87,10 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	queue.Bind(store)
 	store.RunAtDispatch(queue.Eager)
 	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
-		store.Sweep, log)
+		store.Sweep, notifier, log)
+	// A first stream here: the heartbeat tells the others at once, and the streams read again
+	// once the others have surely heard (their next heartbeat, with room for a slow one).
+	hub.OnFirst(2*reps.Heartbeat()+500*time.Millisecond, reps.BeatNow)
 	return &engine{Store: store, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
 		listener: runnotify.NewListener(pool, hub, log), replica: cfg.Replica}, nil
 }

@@ -17,3 +17,7 @@ func (a *Application) StopListening() {
 	a.engine.bgCancel()
 	a.engine.bgDone.Wait()
 }
+
+// NotifiesOthers says whether the replica's commits are being notified to other replicas
+// (another live replica reported streams open at this replica's last heartbeat).
+func (a *Application) NotifiesOthers() bool { return a.engine.notifier.Notifying() }

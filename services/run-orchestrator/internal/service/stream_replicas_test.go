@@ -3,14 +3,17 @@ package service_test
 import (
 	"context"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
+	"svc.dev/services/run-orchestrator/internal/adapters/runnotify"
 	"svc.dev/services/run-orchestrator/internal/app"
 	"svc.dev/services/run-orchestrator/internal/service"
 )
@@ -207,4 +210,48 @@ func TestStatusHorizonWaitsForOpenTransactions(t *testing.T) {
 	require.Len(t, page, 1)
 	require.Equal(t, id, page[0].Run.ID)
 	require.True(t, page[0].At.Equal(began), "status_at is the transaction's start")
+}
+
+// TestNotifiesOnlyWhileAnotherReplicaWatches: while no other replica has a stream open, A's
+// commits send no notification (a run that ends in its dispatch costs no NOTIFY); once B opens
+// its first stream, B's heartbeat says so, A notifies again and B's stream follows A's runs.
+// A listener of the test's own sees what A sends: nothing of the first run, then the second.
+func TestNotifiesOnlyWhileAnotherReplicaWatches(t *testing.T) {
+	t.Parallel()
+	fast := func(c *service.Config) { c.Heartbeat, c.DeadAfter = 100*time.Millisecond, time.Second }
+	a := startWith(t, func(c *service.Config) { allowPrivate(c); fast(c) })
+	b := startWith(t, func(c *service.Config) { sameDatabase(a)(c); fast(c) })
+	require.NoError(t, b.app.StopWorking(t.Context()))
+	onA := a.setup(t)
+	onB := &testBundle{sys: b, org: onA.org}
+	onA.workflow(t, "wf_quiet", 1, def([]string{manual, `{"block_id":"say","type":"log","params":{"message":"hi"}}`}, edge("start", "say")))
+	listen, err := pgx.Connect(t.Context(), onA.sys.dbURL)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = listen.Close(context.WithoutCancel(t.Context())) })
+	_, err = listen.Exec(t.Context(), "LISTEN "+pgx.Identifier{runnotify.Channel}.Sanitize())
+	require.NoError(t, err)
+
+	require.Eventually(t, func() bool { return !onA.sys.app.NotifiesOthers() }, 10*time.Second, 10*time.Millisecond,
+		"A never heard that no other replica has streams open")
+	quiet := onA.startRun(t, "wf_quiet", nil)
+	onA.waitStatus(t, quiet, "completed")
+
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	status, org := onB.openStream(t, ctx, "/api/runs/events?workflowId=wf_quiet", "")
+	require.Equal(t, http.StatusOK, status)
+	require.Eventually(t, onA.sys.app.NotifiesOthers, 10*time.Second, 10*time.Millisecond,
+		"A never heard of B's stream")
+	loud := onA.startRun(t, "wf_quiet", nil)
+	// Notifications arrive in the order they were sent: one of the first run would come first.
+	for heard := false; !heard; {
+		wctx, wcancel := context.WithTimeout(t.Context(), 10*time.Second)
+		n, err := listen.WaitForNotification(wctx)
+		wcancel()
+		require.NoError(t, err, "no notification of the second run")
+		require.NotContains(t, n.Payload, quiet, "the first run was notified with no stream open elsewhere")
+		heard = strings.Contains(n.Payload, loud)
+	}
+	var statuses []string
+	orgStatuses(t, org, loud, "completed", &statuses)
 }

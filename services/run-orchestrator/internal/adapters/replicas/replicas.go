@@ -44,25 +44,39 @@ type Config struct {
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 }
 
+// Streams is what the heartbeat reports of the event streams: whether this replica has any
+// open (Open), and whether another live replica has (Remote, told after every heartbeat;
+// true when the heartbeat failed, so a replica that cannot tell keeps notifying).
+type Streams interface {
+	Open() bool
+	Remote(watched bool)
+}
+
 // SweepFunc recovers the runs of replicas dead for deadAfter; it returns how many attempts
 // it recorded lost.
 type SweepFunc func(ctx context.Context, deadAfter time.Duration) (int, error)
 
 // Replicas keeps one replica's row alive and sweeps.
 type Replicas struct {
-	pool  *pgxpool.Pool
-	cfg   Config
-	sweep SweepFunc
-	log   *slog.Logger
+	pool    *pgxpool.Pool
+	cfg     Config
+	sweep   SweepFunc
+	streams Streams
+	log     *slog.Logger
+	beat    chan struct{} // BeatNow's request
 
 	cancel context.CancelFunc
 	done   chan struct{}
 }
 
-// New fills cfg's defaults; sweep is the run store's.
-func New(pool *pgxpool.Pool, cfg Config, sweep SweepFunc, log *slog.Logger) *Replicas {
+// New fills cfg's defaults; sweep is the run store's, streams (nil: none are ever open here,
+// and the others are told to nothing) what the heartbeat reports.
+func New(pool *pgxpool.Pool, cfg Config, sweep SweepFunc, streams Streams, log *slog.Logger) *Replicas {
 	if pool == nil || sweep == nil || log == nil {
 		panic("replicas: New needs a pool, a sweep and a logger")
+	}
+	if streams == nil {
+		streams = noStreams{}
 	}
 	if cfg.Heartbeat <= 0 {
 		cfg.Heartbeat = DefaultHeartbeat
@@ -73,19 +87,44 @@ func New(pool *pgxpool.Pool, cfg Config, sweep SweepFunc, log *slog.Logger) *Rep
 	if cfg.SweepEvery <= 0 {
 		cfg.SweepEvery = cfg.Heartbeat
 	}
-	return &Replicas{pool: pool, cfg: cfg, sweep: sweep, log: log}
+	return &Replicas{pool: pool, cfg: cfg, sweep: sweep, streams: streams, log: log, beat: make(chan struct{}, 1)}
 }
 
+type noStreams struct{}
+
+func (noStreams) Open() bool  { return false }
+func (noStreams) Remote(bool) {}
+
 // Register writes (or refreshes) the replica's row: call it before fetching any job, so the
-// replica's jobs are never taken for a dead replica's.
+// replica's jobs are never taken for a dead replica's. The same statement records whether
+// this replica has event streams open and reads whether another live one has.
 func (r *Replicas) Register(ctx context.Context) error {
 	host, _ := os.Hostname()
-	_, err := r.pool.Exec(ctx, `INSERT INTO replicas (id, host, pid) VALUES ($1, $2, $3)
-		ON CONFLICT (id) DO UPDATE SET heartbeat_at = now()`, r.cfg.Replica, host, os.Getpid())
+	var remote bool
+	err := r.pool.QueryRow(ctx, `WITH me AS (
+			INSERT INTO replicas (id, host, pid, watched) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (id) DO UPDATE SET heartbeat_at = now(), watched = $4)
+		SELECT EXISTS (SELECT 1 FROM replicas
+			WHERE id <> $1 AND watched AND heartbeat_at > now() - make_interval(secs => $5))`,
+		r.cfg.Replica, host, os.Getpid(), r.streams.Open(), r.cfg.DeadAfter.Seconds()).Scan(&remote)
 	if err != nil {
+		r.streams.Remote(true)
 		return fmt.Errorf("heartbeat: %w", err)
 	}
+	r.streams.Remote(remote)
 	return nil
+}
+
+// Heartbeat is how often the replica refreshes its row.
+func (r *Replicas) Heartbeat() time.Duration { return r.cfg.Heartbeat }
+
+// BeatNow asks the heartbeat loop for a heartbeat at once (the first stream of this replica
+// opened: the others should start notifying it); it never blocks.
+func (r *Replicas) BeatNow() {
+	select {
+	case r.beat <- struct{}{}:
+	default:
+	}
 }
 
 // Start runs the heartbeat and the sweep in the background until Stop.
@@ -119,13 +158,15 @@ func (r *Replicas) loop(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-beat.C:
-			if err := r.Register(ctx); err != nil && ctx.Err() == nil {
-				r.log.Warn("replica heartbeat failed", "replica", r.cfg.Replica, "err", err)
-			}
+		case <-r.beat:
 		case <-sweep.C:
 			if _, err := r.sweep(ctx, r.cfg.DeadAfter); err != nil && ctx.Err() == nil {
 				r.log.Warn("sweep of dead replicas failed", "err", err)
 			}
+			continue
+		}
+		if err := r.Register(ctx); err != nil && ctx.Err() == nil {
+			r.log.Warn("replica heartbeat failed", "replica", r.cfg.Replica, "err", err)
 		}
 	}
 }

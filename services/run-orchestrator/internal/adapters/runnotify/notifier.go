@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,12 +19,15 @@ const DefaultBatch = 2 * time.Millisecond
 // maxPayload keeps a NOTIFY under Postgres's 8000-byte payload limit.
 const maxPayload = 7000
 
-// Notifier sends a NOTIFY on Channel for the runs that changed, batched, after their commits.
+// Notifier sends a NOTIFY on Channel for the runs that changed, batched, after their commits,
+// while another replica has streams open (Remote). It is the replicas package's Streams: the
+// heartbeat reads Open and tells Remote.
 type Notifier struct {
-	pool  *pgxpool.Pool
-	local *Hub
-	every time.Duration
-	log   *slog.Logger
+	pool   *pgxpool.Pool
+	local  *Hub
+	every  time.Duration
+	log    *slog.Logger
+	remote atomic.Bool // another replica has streams open, or that is not known
 
 	mu      sync.Mutex
 	pending map[string]struct{} // "org/run"
@@ -39,19 +43,34 @@ func NewNotifier(pool *pgxpool.Pool, local *Hub, every time.Duration, log *slog.
 	if every <= 0 {
 		every = DefaultBatch
 	}
-	return &Notifier{pool: pool, local: local, every: every, log: log, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+	n := &Notifier{pool: pool, local: local, every: every, log: log, pending: map[string]struct{}{}, kick: make(chan struct{}, 1)}
+	n.remote.Store(true) // until a heartbeat says otherwise
+	return n
 }
+
+// Open says whether this replica has streams open.
+func (n *Notifier) Open() bool { return n.local != nil && n.local.Open() }
+
+// Notifying says whether commits are being notified to the other replicas.
+func (n *Notifier) Notifying() bool { return n.remote.Load() }
+
+// Remote records whether another live replica has streams open; while none has, commits are
+// not notified.
+func (n *Notifier) Remote(watched bool) { n.remote.Store(watched) }
 
 // Publish records the runs of one commit's changes (runstore.Publisher); it never blocks.
 func (n *Notifier) Publish(changes []run.Change) {
 	if len(changes) == 0 {
 		return
 	}
-	n.mu.Lock()
-	for _, c := range changes {
-		n.pending[c.OrganizationID+"/"+c.RunID] = struct{}{}
+	remote := n.remote.Load()
+	if remote {
+		n.mu.Lock()
+		for _, c := range changes {
+			n.pending[c.OrganizationID+"/"+c.RunID] = struct{}{}
+		}
+		n.mu.Unlock()
 	}
-	n.mu.Unlock()
 	if n.local != nil {
 		// Once per run of the commit (its changes are mostly of one run), not once per change.
 		for i, c := range changes {
@@ -59,6 +78,9 @@ func (n *Notifier) Publish(changes []run.Change) {
 				n.local.Wake(c.OrganizationID, c.RunID)
 			}
 		}
+	}
+	if !remote {
+		return
 	}
 	select {
 	case n.kick <- struct{}{}:

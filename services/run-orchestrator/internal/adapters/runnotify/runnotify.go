@@ -3,31 +3,97 @@
 //
 // The Notifier takes the changes the run store publishes after each commit (it is a
 // runstore.Publisher) and sends one NOTIFY per few milliseconds for the runs that changed,
-// off the step's hot path: a step pays a map insert, not a round trip. The Listener holds one
+// off the step's hot path: a step pays a map insert, not a round trip. It sends nothing while
+// no other replica has event streams open (each replica's heartbeat says whether it has, see
+// the replicas package): the streams of this replica are woken in process. The Listener holds one
 // connection per replica LISTENing on the channel and wakes the streams of the runs and
 // organizations named (the Hub). A notification is only a wake-up: streams read what changed
 // from the database (the logs cursor), so a notification lost (a listener reconnecting, a
-// NOTIFY that failed) delays an event until the stream's periodic re-check, never loses it.
+// NOTIFY that failed, one not sent because the sender did not know yet of this replica's
+// first stream) delays an event until the stream's next read, never loses it. For that last
+// case a replica's streams read again a moment after its first stream opened (Hub.OnFirst).
 package runnotify
 
 import (
 	"strings"
 	"sync"
+	"time"
 )
 
 // Channel is the NOTIFY channel.
 const Channel = "orchestrator_run_changes"
 
+// CatchUp is what an organization watcher receives instead of a run id when it should read
+// every change since its last read.
+const CatchUp = ""
+
 // Hub fans wake-ups out to the watchers of a run and of an organization.
 type Hub struct {
-	mu   sync.Mutex
-	runs map[string]map[chan struct{}]struct{}
-	orgs map[string]map[chan string]struct{}
+	mu      sync.Mutex
+	runs    map[string]map[chan struct{}]struct{}
+	orgs    map[string]map[chan string]struct{}
+	open    int           // watchers
+	first   func()        // OnFirst's
+	catchUp time.Duration // OnFirst's
 }
 
 // NewHub returns a hub without watchers.
 func NewHub() *Hub {
 	return &Hub{runs: map[string]map[chan struct{}]struct{}{}, orgs: map[string]map[chan string]struct{}{}}
+}
+
+// OnFirst makes the hub call first whenever its first watcher arrives (none were open), and
+// wake every watcher catchUp later: the other replicas learn of this replica's streams from
+// its next heartbeat, which first should hurry, and what they committed without notifying it
+// until then is read by that wake. Call it before the first watch.
+func (h *Hub) OnFirst(catchUp time.Duration, first func()) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.first, h.catchUp = first, catchUp
+}
+
+// Open says whether any watcher is open.
+func (h *Hub) Open() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.open > 0
+}
+
+// added counts a new watcher; the caller holds mu. It reports whether it is the first.
+func (h *Hub) added() bool {
+	h.open++
+	return h.open == 1 && h.first != nil
+}
+
+// arrived runs OnFirst's work for a first watcher, outside mu.
+func (h *Hub) arrived(first bool) {
+	if !first {
+		return
+	}
+	h.first()
+	time.AfterFunc(h.catchUp, h.wakeAll)
+}
+
+// wakeAll wakes every run watcher and asks every organization watcher to catch up.
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, chans := range h.runs {
+		for ch := range chans {
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}
+	for _, chans := range h.orgs {
+		for ch := range chans {
+			select {
+			case ch <- CatchUp:
+			default: // 64 behind: its own re-check catches up
+			}
+		}
+	}
 }
 
 // WatchRun returns a channel that receives (coalesced) after each wake of runID.
@@ -38,10 +104,15 @@ func (h *Hub) WatchRun(runID string) (<-chan struct{}, func()) {
 		h.runs[runID] = map[chan struct{}]struct{}{}
 	}
 	h.runs[runID][ch] = struct{}{}
+	first := h.added()
 	h.mu.Unlock()
+	h.arrived(first)
 	return ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if _, ok := h.runs[runID][ch]; ok {
+			h.open--
+		}
 		delete(h.runs[runID], ch)
 		if len(h.runs[runID]) == 0 {
 			delete(h.runs, runID)
@@ -50,7 +121,7 @@ func (h *Hub) WatchRun(runID string) (<-chan struct{}, func()) {
 }
 
 // WatchOrg returns a channel that receives the ids of org's runs that woke (dropped when the
-// reader is 64 behind).
+// reader is 64 behind), or CatchUp.
 func (h *Hub) WatchOrg(org string) (<-chan string, func()) {
 	ch := make(chan string, 64)
 	h.mu.Lock()
@@ -58,10 +129,15 @@ func (h *Hub) WatchOrg(org string) (<-chan string, func()) {
 		h.orgs[org] = map[chan string]struct{}{}
 	}
 	h.orgs[org][ch] = struct{}{}
+	first := h.added()
 	h.mu.Unlock()
+	h.arrived(first)
 	return ch, func() {
 		h.mu.Lock()
 		defer h.mu.Unlock()
+		if _, ok := h.orgs[org][ch]; ok {
+			h.open--
+		}
 		delete(h.orgs[org], ch)
 		if len(h.orgs[org]) == 0 {
 			delete(h.orgs, org)

@@ -249,6 +249,32 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 		}
 		return out.event("", app.EventStatus, toStatusData(rec, 0))
 	}
+	// catchUp sends every status change since the last catch-up; false ends the stream.
+	catchUp := func() bool {
+		for range orgPages {
+			page, h, err := s.h.OrgStatuses.After(r.Context(), o, workflowID, catch.After(), orgPage)
+			if err != nil {
+				if r.Context().Err() == nil {
+					s.log.WarnContext(r.Context(), "run status events: catch-up read failed; the client reconnects", "err", err)
+				}
+				return false // headers are sent: end the stream
+			}
+			for _, c := range page {
+				if offer(c.Run, c.At) != nil {
+					return false
+				}
+			}
+			if len(page) > 0 && out.flush() != nil {
+				return false
+			}
+			var done bool
+			if catch, done = catch.Next(page, orgPage, h); done {
+				seen.forget(catch.Floor())
+				break
+			}
+		}
+		return true
+	}
 	for {
 		select {
 		case <-r.Context().Done():
@@ -258,6 +284,12 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		case id := <-changed:
+			if id == "" { // a catch-up was asked for: read as the re-check does
+				if !catchUp() {
+					return nil
+				}
+				continue
+			}
 			rec, err := s.h.Runs.Reader().Get(r.Context(), o, id)
 			if err != nil {
 				if errors.Is(err, run.ErrNotFound) || errors.Is(err, context.Canceled) {
@@ -270,27 +302,8 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		case <-recheck.C:
-			for range orgPages {
-				page, h, err := s.h.OrgStatuses.After(r.Context(), o, workflowID, catch.After(), orgPage)
-				if err != nil {
-					if r.Context().Err() == nil {
-						s.log.WarnContext(r.Context(), "run status events: catch-up read failed; the client reconnects", "err", err)
-					}
-					return nil // headers are sent: end the stream
-				}
-				for _, c := range page {
-					if offer(c.Run, c.At) != nil {
-						return nil
-					}
-				}
-				if len(page) > 0 && out.flush() != nil {
-					return nil
-				}
-				var done bool
-				if catch, done = catch.Next(page, orgPage, h); done {
-					seen.forget(catch.Floor())
-					break
-				}
+			if !catchUp() {
+				return nil
 			}
 		}
 	}
