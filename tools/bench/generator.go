@@ -117,6 +117,7 @@ const (
 // slice needs no lock; wg.Wait orders the writes before the reads.
 type sample struct {
 	at      time.Time     // the scheduled send time
+	late    time.Duration // from the scheduled send time to the request's leaving (the generator's own delay)
 	latency time.Duration // from the scheduled send time to the end of the body
 	done    time.Time
 	outcome outcome
@@ -219,6 +220,7 @@ func (g *Generator) send(ctx context.Context, method string, t Target, i int, at
 	if t.Prepare != nil {
 		t.Prepare(i, req)
 	}
+	sent := time.Now()
 	resp, err := g.client.Do(req)
 	if err != nil {
 		return failed(err)
@@ -239,7 +241,7 @@ func (g *Generator) send(ctx context.Context, method string, t Target, i int, at
 	}
 	resp.Body.Close()
 	now := time.Now()
-	s := sample{at: at, latency: now.Sub(at), done: now, outcome: outcomeOK}
+	s := sample{at: at, late: sent.Sub(at), latency: now.Sub(at), done: now, outcome: outcomeOK}
 	switch {
 	case err != nil:
 		s.outcome, s.detail = outcomeTransport, "reading the body: "+err.Error()

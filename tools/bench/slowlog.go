@@ -8,7 +8,8 @@ import (
 )
 
 // slowLog lists the requests of measured windows that took longer than over, one line each
-// with the time it was scheduled, so a tail can be set beside what else happened then (a
+// with the time it was scheduled and how late the generator sent it (a stall of the
+// generator's own, not the system's), so a tail can be set beside what else happened then (a
 // Postgres log, a list of WAL segments, another process's samples).
 type slowLog struct {
 	mu   sync.Mutex
@@ -28,6 +29,7 @@ func (l *slowLog) write(label string, samples []sample) {
 			continue
 		}
 		// A failed write loses a diagnostic line, never a figure: the report has its own file.
-		_, _ = fmt.Fprintf(l.w, "%s %8.1f ms %s\n", s.at.UTC().Format("15:04:05.000"), float64(s.latency.Microseconds())/1000, label)
+		_, _ = fmt.Fprintf(l.w, "%s %8.1f ms (sent %.1f ms late) %s\n", s.at.UTC().Format("15:04:05.000"),
+			float64(s.latency.Microseconds())/1000, float64(s.late.Microseconds())/1000, label)
 	}
 }
