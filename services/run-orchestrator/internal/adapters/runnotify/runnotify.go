@@ -59,19 +59,28 @@ func (h *Hub) Open() bool {
 	return h.open > 0
 }
 
-// added counts a new watcher; the caller holds mu. It reports whether it is the first.
-func (h *Hub) added() bool {
+// added counts a new watcher; the caller holds mu. For the first watcher it returns what
+// arrived must do (OnFirst's), otherwise nil.
+func (h *Hub) added() *onFirst {
 	h.open++
-	return h.open == 1 && h.first != nil
+	if h.open != 1 || h.first == nil {
+		return nil
+	}
+	return &onFirst{first: h.first, catchUp: h.catchUp}
+}
+
+type onFirst struct {
+	first   func()
+	catchUp time.Duration
 }
 
 // arrived runs OnFirst's work for a first watcher, outside mu.
-func (h *Hub) arrived(first bool) {
-	if !first {
+func (h *Hub) arrived(f *onFirst) {
+	if f == nil {
 		return
 	}
-	h.first()
-	time.AfterFunc(h.catchUp, h.wakeAll)
+	f.first()
+	time.AfterFunc(f.catchUp, h.wakeAll)
 }
 
 // wakeAll wakes every run watcher and asks every organization watcher to catch up.
