@@ -32,9 +32,14 @@ type Hub struct {
 	mu      sync.Mutex
 	runs    map[string]map[chan struct{}]struct{}
 	orgs    map[string]map[chan string]struct{}
-	open    int           // watchers
-	first   func()        // OnFirst's
-	catchUp time.Duration // OnFirst's
+	open    int      // watchers
+	onFirst *onFirst // OnFirst's; nil: none
+}
+
+// onFirst is what the hub does when its first watcher arrives (OnFirst).
+type onFirst struct {
+	first   func()
+	catchUp time.Duration
 }
 
 // NewHub returns a hub without watchers.
@@ -49,7 +54,7 @@ func NewHub() *Hub {
 func (h *Hub) OnFirst(catchUp time.Duration, first func()) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.first, h.catchUp = first, catchUp
+	h.onFirst = &onFirst{first: first, catchUp: catchUp}
 }
 
 // Open says whether any watcher is open.
@@ -63,15 +68,10 @@ func (h *Hub) Open() bool {
 // arrived must do (OnFirst's), otherwise nil.
 func (h *Hub) added() *onFirst {
 	h.open++
-	if h.open != 1 || h.first == nil {
+	if h.open != 1 {
 		return nil
 	}
-	return &onFirst{first: h.first, catchUp: h.catchUp}
-}
-
-type onFirst struct {
-	first   func()
-	catchUp time.Duration
+	return h.onFirst
 }
 
 // arrived runs OnFirst's work for a first watcher, outside mu.
