@@ -91,18 +91,7 @@ func (s *stack) saveHeapProfiles(ctx context.Context, t *testing.T, dir string) 
 		if u == "" {
 			continue
 		}
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u+"/debug/pprof/heap?gc=1", nil)
-		if err != nil {
-			t.Logf("heap profile of %s: %v", role, err)
-			continue
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Logf("heap profile of %s: %v", role, err)
-			continue
-		}
-		body, err := io.ReadAll(resp.Body)
-		_ = resp.Body.Close()
+		body, err := fetchPprof(ctx, u, "/debug/pprof/heap?gc=1", 0)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(dir, role+".heap"), body, 0o644)
 		}
@@ -194,6 +183,25 @@ func sockets(pid int) int64 {
 	return n
 }
 
+// fetchPprof reads path of the profiler at base: the whole answer, or its first limit bytes
+// when limit > 0.
+func fetchPprof(ctx context.Context, base, path string, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var r io.Reader = resp.Body
+	if limit > 0 {
+		r = io.LimitReader(resp.Body, limit)
+	}
+	return io.ReadAll(r)
+}
+
 // goroutines reads the count from the process's profiler ("goroutine profile: total N"), or -1.
 func goroutines(ctx context.Context, pprof string) int64 {
 	if pprof == "" {
@@ -201,17 +209,12 @@ func goroutines(ctx context.Context, pprof string) int64 {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, pprof+"/debug/pprof/goroutine?debug=1", nil)
+	head, err := fetchPprof(ctx, pprof, "/debug/pprof/goroutine?debug=1", 4096)
 	if err != nil {
 		return -1
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return -1
-	}
-	defer resp.Body.Close()
-	first, err := bufio.NewReader(io.LimitReader(resp.Body, 4096)).ReadString('\n')
-	if err != nil {
+	first, _, ok := strings.Cut(string(head), "\n")
+	if !ok {
 		return -1
 	}
 	n, err := strconv.ParseInt(strings.TrimSpace(strings.TrimPrefix(first, "goroutine profile: total")), 10, 64)
