@@ -43,6 +43,7 @@ type StartRunResult struct {
 type StartRunsHandler struct {
 	catalog WorkflowCatalog
 	engine  Engine
+	cache   *SnapshotCache // nil: every batch reads the editor
 }
 
 // NewStartRunsHandler returns the handler; both ports are required.
@@ -51,6 +52,12 @@ func NewStartRunsHandler(catalog WorkflowCatalog, engine Engine) StartRunsHandle
 		panic("nil catalog or engine")
 	}
 	return StartRunsHandler{catalog: catalog, engine: engine}
+}
+
+// WithCache returns the handler reading workflows through cache (nil: none).
+func (h StartRunsHandler) WithCache(cache *SnapshotCache) StartRunsHandler {
+	h.cache = cache
+	return h
 }
 
 // workflowKey names one editor lookup: the same workflow reference of the same organization.
@@ -207,7 +214,9 @@ func (h StartRunsHandler) knownKeys(ctx context.Context, cmds []StartRun) (map[i
 }
 
 // workflows reads each distinct workflow of cmds[pending...] from the editor once,
-// snapshotFetches at a time, and prepares it. Any failure of the editor fails the batch.
+// snapshotFetches at a time, and prepares it; with a cache, the workflows it holds under
+// their organization's current catalog epoch are not read at all. Any failure of the editor
+// fails the batch.
 func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pending []int) (map[workflowKey]prepared, error) {
 	var wanted []workflowKey
 	seen := map[workflowKey]bool{}
@@ -217,6 +226,22 @@ func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pendin
 			seen[k] = true
 			wanted = append(wanted, k)
 		}
+	}
+	out := make(map[workflowKey]prepared, len(wanted))
+	// The epochs are read before the editor is asked, so an entry is never stored under an
+	// epoch newer than the state it was read from.
+	var epochs map[string]int64
+	if h.cache != nil {
+		epochs = h.cache.epochsOf(ctx, wanted)
+		missed := wanted[:0:0]
+		for _, k := range wanted {
+			if p, ok := h.cache.get(k, epochs[k.org]); ok {
+				out[k] = p
+			} else {
+				missed = append(missed, k)
+			}
+		}
+		wanted = missed
 	}
 	got := make([]prepared, len(wanted))
 	errs := make([]error, len(wanted))
@@ -244,9 +269,11 @@ func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pendin
 		// transient state, 503 like every other peer outage.
 		return nil, &UnavailableError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
 	}
-	out := make(map[workflowKey]prepared, len(wanted))
 	for j, k := range wanted {
 		out[k] = got[j]
+		if h.cache != nil {
+			h.cache.put(k, got[j], epochs[k.org])
+		}
 	}
 	return out, nil
 }

@@ -18,6 +18,7 @@ import (
 	"svc.dev/libs/httpclient"
 	"svc.dev/libs/wire"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
+	"svc.dev/services/run-orchestrator/internal/adapters/catalogepochs"
 	"svc.dev/services/run-orchestrator/internal/adapters/editorclient"
 	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
@@ -33,8 +34,9 @@ import (
 // Name is the service's name in logs, spans and the database's pg_stat_activity.
 const Name = "run-orchestrator"
 
-// needs says which stores run-orchestrator uses.
-func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: false} }
+// needs says which stores run-orchestrator uses: Redis only when it caches snapshots (it reads
+// the editor's catalog epochs there).
+func needs(cache bool) boot.Needs { return boot.Needs{Postgres: true, Redis: cache} }
 
 // Config is every setting run-orchestrator reads.
 type Config struct {
@@ -52,7 +54,11 @@ type Config struct {
 	// Stream paces the event streams: SVC_ORCHESTRATOR_EVENTS_HEARTBEAT (15s) between
 	// heartbeat comments; Recheck (tests only; 5s) between re-reads without a notification.
 	Stream httpport.StreamConfig
-	Base   boot.Config
+	// SnapshotCacheTTL is how long a workflow snapshot read from the editor may serve starts
+	// while the organization's catalog epoch has not moved (SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL,
+	// 5s; 0: every start reads the editor, and Redis is not used).
+	SnapshotCacheTTL time.Duration
+	Base             boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -66,8 +72,9 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", replicas.DefaultHeartbeat),
 		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
 		Stream:              httpport.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
-		Base:                boot.ReadConfig(r, needs()),
+		SnapshotCacheTTL:    r.Duration("SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL", 5*time.Second),
 	}
+	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
 	err := r.Err()
 	if cfg.Heartbeat <= 0 || cfg.DeadAfter < 2*cfg.Heartbeat {
 		err = errors.Join(err, fmt.Errorf("SVC_ORCHESTRATOR_DEAD_AFTER (%s) must be at least twice SVC_ORCHESTRATOR_HEARTBEAT (%s), which must be positive",
@@ -96,7 +103,7 @@ type Application struct {
 // NewApplication connects the stores, applies migrations (ours with goose, River's with its
 // migrator), starts the engine and assembles the HTTP surface.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
-	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: runstore.Schema, Migrations: migrations.FS, Needs: needs(),
+	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: runstore.Schema, Migrations: migrations.FS, Needs: needs(cfg.SnapshotCacheTTL > 0),
 		// River's fetchers and workers and the API share the pool: pgx's default of 4
 		// connections made every dispatch queue behind running steps.
 		MaxConns: 32}, log)
@@ -124,6 +131,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
 	batch := app.NewStartRunsHandler(catalog, eng)
+	if cfg.SnapshotCacheTTL > 0 {
+		// Redis only holds the catalog epochs: without it every start reads the editor, so its
+		// outage marks the orchestrator degraded, not unready.
+		base.Optional["redis"] = base.Checks["redis"]
+		delete(base.Checks, "redis")
+		batch = batch.WithCache(app.NewSnapshotCache(catalogepochs.New(base.Redis, base.Keys), cfg.SnapshotCacheTTL, 0, nil))
+	}
 	start := app.NewStartGroup(batch, app.DefaultStartSlots)
 	reader := postgres.NewRunReader(base.Pool)
 	runs := app.NewRuns(reader, eng)

@@ -13,6 +13,7 @@ import (
 	"svc.dev/libs/env"
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/gen/editor/v1/editorv1connect"
+	"svc.dev/services/workflow-editor/internal/adapters/catalogepoch"
 	"svc.dev/services/workflow-editor/internal/adapters/postgres"
 	"svc.dev/services/workflow-editor/internal/app"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
@@ -24,8 +25,8 @@ import (
 // Name is the service's name in logs, spans and the database's pg_stat_activity.
 const Name = "workflow-editor"
 
-// needs says which stores workflow-editor uses.
-func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: false} }
+// needs says which stores workflow-editor uses: Redis holds the catalog epochs.
+func needs() boot.Needs { return boot.Needs{Postgres: true, Redis: true} }
 
 // Config is every setting workflow-editor reads.
 type Config struct {
@@ -65,7 +66,12 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	if err != nil {
 		return nil, err
 	}
-	application := app.New(postgres.NewWorkflowRepository(base.Pool), catalog, time.Now)
+	// Redis only holds the catalog epochs the orchestrators' snapshot caches read: its outage
+	// marks the editor degraded, not unready (the orchestrators then read every snapshot here).
+	base.Optional["redis"] = base.Checks["redis"]
+	delete(base.Checks, "redis")
+	repo := catalogepoch.NewRepository(postgres.NewWorkflowRepository(base.Pool), catalogepoch.NewRedisEpochs(base.Redis, base.Keys), log)
+	application := app.New(repo, catalog, time.Now)
 	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{

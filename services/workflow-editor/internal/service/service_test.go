@@ -50,8 +50,11 @@ type response struct {
 func start(t testing.TB) *system {
 	t.Helper()
 	secret := strings.Repeat("s", 32)
+	_, keys := testkit.NewRedis(t) // its cleanup removes the catalog epochs the editor writes
 	cfg := service.Config{Addr: ":0", Base: boot.Config{
 		DatabaseURL:    testkit.NewDatabase(t),
+		RedisURL:       testkit.RedisURL(t),
+		RedisPrefix:    keys.Prefix(),
 		InternalSecret: secret,
 		LogLevel:       slog.LevelError,
 		Drain:          time.Second,
