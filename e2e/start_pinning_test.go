@@ -13,10 +13,12 @@ import (
 )
 
 // TestConcurrentStartsPinTheCurrentVersion (issue 16): starts are gathered into batches that
-// read each workflow once (app.StartGroup), and that read stays exact: while a workflow is
-// patched over and over, every run started concurrently pins a version at least as new as the
-// last patch that had returned before its start was sent, and every start is answered with a
-// run of its own.
+// read each workflow once (app.StartGroup), and the orchestrator keeps the snapshots it read
+// while the organization's catalog epoch stands still (app.SnapshotCache, on by default); both
+// stay exact: while a workflow is patched over and over, every run started concurrently pins a
+// version at least as new as the last patch that had returned before its start was sent, and
+// every start is answered with a run of its own. With the editor's epoch increment removed,
+// this test fails (a run pins version 1 after version 2 returned).
 func TestConcurrentStartsPinTheCurrentVersion(t *testing.T) {
 	t.Parallel()
 	sys := startIdentitySystem(t, map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000000"})

@@ -41,7 +41,8 @@ func TestRunStepsJoinTheDispatchTrace(t *testing.T) {
 		id := u.startRun(c.wf, nil, "traceparent", "00-"+c.traceID+"-00f067aa0ba902b7-01")
 		u.waitStatus(id, "completed")
 
-		want := []string{"gateway|POST /api/workflows/*/run", "run-orchestrator|" + c.runSpan}
+		// mget: the snapshot cache reads the organization's catalog epoch before it asks the editor.
+		want := []string{"gateway|POST /api/workflows/*/run", "run-orchestrator|mget", "run-orchestrator|" + c.runSpan}
 		for _, st := range c.steps {
 			want = append(want, "run-orchestrator|"+st)
 		}
