@@ -70,7 +70,10 @@ func NewSnapshotCache(epochs CatalogEpochs, ttl time.Duration, maxBytes int, now
 }
 
 // epochsOf reads the catalog epoch of every organization of keys in one call. A failure is
-// no epoch at all: the batch then reads the editor for every workflow and keeps nothing.
+// no epoch at all: the batch then reads the editor for every workflow and keeps nothing, and
+// every entry is dropped. An editor that could not move an epoch most likely failed to reach
+// Redis at the same time, and an entry must not outlive the outage into a Redis that came back
+// without the increment (flushed, or restored from an older snapshot).
 func (c *SnapshotCache) epochsOf(ctx context.Context, keys []workflowKey) map[string]int64 {
 	var orgs []string
 	seen := map[string]bool{}
@@ -82,6 +85,9 @@ func (c *SnapshotCache) epochsOf(ctx context.Context, keys []workflowKey) map[st
 	}
 	got, err := c.epochs.Epochs(ctx, orgs)
 	if err != nil || len(got) != len(orgs) {
+		if ctx.Err() == nil {
+			c.clear()
+		}
 		return nil
 	}
 	out := make(map[string]int64, len(orgs))
@@ -141,6 +147,14 @@ func (c *SnapshotCache) put(k workflowKey, p prepared, epoch int64) {
 	}
 	c.entries[k] = c.order.PushBack(&snapshotEntry{key: k, prep: p, epoch: epoch, deadline: deadline, size: size})
 	c.bytes += size
+}
+
+// clear drops every entry.
+func (c *SnapshotCache) clear() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.entries, c.bytes = map[workflowKey]*list.Element{}, 0
+	c.order.Init()
 }
 
 func (c *SnapshotCache) remove(el *list.Element) {

@@ -180,6 +180,14 @@ func TestSnapshotCacheUnusedWithoutEpochs(t *testing.T) {
 	startOne(t, h, "org_a", "wf_1")
 	startOne(t, h, "org_a", "wf_1")
 	require.Equal(t, int32(4), m.reads.Load())
+
+	// A failed read drops what was kept: an entry does not outlive an outage in which the
+	// editor may have failed to move the epoch.
+	m.down.Store(true)
+	startOne(t, h, "org_a", "wf_1")
+	m.down.Store(false)
+	startOne(t, h, "org_a", "wf_1")
+	require.Equal(t, int32(6), m.reads.Load())
 }
 
 // Entries expire after the TTL even while the epoch stands still; errors are never kept.

@@ -68,8 +68,9 @@ type Bumper interface {
 // that wrote or may have written (Add, Delete, and an Update whose function changed the
 // workflow), whatever the call returned: an error may come after the commit. The counter is
 // moved even when the caller has gone (the write may still have committed), retrying once; if
-// both tries fail the snapshot caches are exact again only when their entries expire
-// (SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL), and that is logged.
+// both tries fail, that is logged, and an orchestrator that did not itself fail to read Redis
+// meanwhile (which drops its cache) uses its entries until they expire
+// (SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL).
 type Repository struct {
 	next   workflow.Repository
 	epochs Bumper
