@@ -64,6 +64,22 @@ func TestRunsEndedAtDispatch(t *testing.T) {
 	require.Equal(t, []string{"start", "shape", "check", "big"}, seen, "the branch not taken has no attempt")
 	require.Equal(t, map[string]any{"n": 3.0, "doubled": 6.0}, attempts[1]["output"])
 	require.Equal(t, 1, logCount(logs, "dispatch-end big "+id), "the log line is written once")
+	// The run's row is inserted as the run ended, in the transaction of its attempts, with the
+	// revision, change sequence and status time the update it replaces wrote.
+	var (
+		rev, changeSeq, lastSeq int64
+		sameTx, statusAtSet     bool
+	)
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT r.state_rev, r.change_seq,
+			greatest((SELECT max(seq) FROM orchestrator.step_attempts a WHERE a.run_id = r.id),
+				(SELECT max(seq) FROM orchestrator.run_statuses s WHERE s.run_id = r.id)),
+			r.xmin::text = ALL (SELECT xmin::text FROM orchestrator.step_attempts a WHERE a.run_id = r.id),
+			r.status_at = r.created_at AND r.started_at = r.created_at AND r.finished_at = r.created_at
+		FROM orchestrator.runs r WHERE r.id = $1`, id).Scan(&rev, &changeSeq, &lastSeq, &sameTx, &statusAtSet))
+	require.Equal(t, int64(1), rev)
+	require.Equal(t, lastSeq, changeSeq)
+	require.True(t, sameTx, "the row and the attempts were written by one transaction")
+	require.True(t, statusAtSet, "status, start and finish times are the dispatch transaction's")
 	require.Zero(t, logCount(logs, "dispatch-end small "+id))
 
 	// A failing block: the run goes to a job, which fails it by the connector's policy; the

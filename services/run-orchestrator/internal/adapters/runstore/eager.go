@@ -12,6 +12,7 @@ package runstore
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -35,7 +36,14 @@ type finished struct {
 	run  *run.Run
 	o    run.Outcome
 	done func(committed bool)
+	// inserted: the dispatch inserted the run's row as the run ended (insertedRev), so its
+	// writes leave the row alone.
+	inserted bool
 }
+
+// insertedRev is the state revision of a run inserted as it ended at its dispatch: the first
+// revision after the queued row's 0, as the update it replaces would have written.
+const insertedRev = 1
 
 // runAtDispatch runs nr in memory as its first job would, its blocks inline. It returns the
 // run and the outcome when that ends the run with nothing left for a job, or nil.
@@ -84,8 +92,12 @@ func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 // inserted queued earlier in the same transaction.
 func (s *Store) queueFinished(b *pgx.Batch, fs []*finished) error {
 	for _, f := range fs {
-		if _, err := s.queueWrites(b, &Locked{run: f.run, status: run.StatusQueued}, &f.o); err != nil {
+		rev, err := s.queueWrites(b, &Locked{run: f.run, status: run.StatusQueued, inserted: f.inserted}, &f.o)
+		if err != nil {
 			return err
+		}
+		if f.inserted && rev != insertedRev {
+			return fmt.Errorf("run %s was inserted at revision %d, its writes are of revision %d", f.run.ID, insertedRev, rev)
 		}
 	}
 	return nil

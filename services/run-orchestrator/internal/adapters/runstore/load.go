@@ -34,6 +34,9 @@ type Locked struct {
 	status   run.Status // as Locked
 	seq, rev int64
 	jobState *string
+	// inserted: the row was inserted holding the outcome's status, sequence, revision and
+	// finish (a run ended at its dispatch), so the outcome's writes do not update it.
+	inserted bool
 }
 
 // lockRow receives the run's row and the block rows written since the cache's revision.

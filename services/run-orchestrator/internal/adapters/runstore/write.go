@@ -67,6 +67,9 @@ func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, err
 		b.Queue(`UPDATE signals SET consumed_by = $2, consumed_at = now() WHERE id = $1`, o.Consume.SignalID, o.Consume.AttemptID)
 	}
 	queueStatuses(b, r.ID, o.Changes)
+	if l.inserted && o.Finish != nil {
+		return rev, nil // the dispatch inserted the row as the run ended
+	}
 	if f := o.Finish; f != nil {
 		b.Queue(`UPDATE runs SET status = $2, change_seq = $3, state_rev = $4, updated_at = now(),
 			output = $5, error = $6, finished_at = now(), started_at = coalesce(started_at, now())
