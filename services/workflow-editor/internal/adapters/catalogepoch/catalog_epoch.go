@@ -7,7 +7,6 @@ package catalogepoch
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
@@ -24,25 +23,16 @@ const KeyName = "workflows:epoch"
 // bumpTimeout bounds one increment: the answer to the write waits for it.
 const bumpTimeout = 200 * time.Millisecond
 
-// bumpScript moves a counter forward. A missing counter (Redis flushed or restarted without
-// persistence) starts again from the current time in microseconds, not from zero, so it never
-// returns to a value a cached snapshot may have been stored under.
-const bumpScript = `if redis.call('EXISTS', KEYS[1]) == 0 then redis.call('SET', KEYS[1], ARGV[1]) end
-return redis.call('INCR', KEYS[1])`
-
-// RedisEpochs increments <prefix>workflows:epoch:<organization>.
+// RedisEpochs increments <prefix>workflows:epoch:<organization> (redisx.Epochs: a lost counter
+// restarts from the current time, never from a value it held).
 type RedisEpochs struct {
-	rdb    redis.UniversalClient
+	epochs *redisx.Epochs
 	keys   redisx.Keys
-	script *redis.Script
 }
 
 // NewRedisEpochs returns the counters in rdb under keys.
 func NewRedisEpochs(rdb redis.UniversalClient, keys redisx.Keys) *RedisEpochs {
-	if rdb == nil {
-		panic("nil redis client")
-	}
-	return &RedisEpochs{rdb: rdb, keys: keys, script: redis.NewScript(bumpScript)}
+	return &RedisEpochs{epochs: redisx.NewEpochs(rdb), keys: keys}
 }
 
 // Key is the counter of org.
@@ -52,11 +42,8 @@ func (e *RedisEpochs) Key(org string) string { return e.keys.Key(KeyName, org) }
 func (e *RedisEpochs) Bump(ctx context.Context, org string) error {
 	ctx, cancel := context.WithTimeout(ctx, bumpTimeout)
 	defer cancel()
-	key := e.Key(org)
-	if err := e.script.Run(ctx, e.rdb, []string{key}, time.Now().UnixMicro()).Err(); err != nil {
-		return fmt.Errorf("bump %s: %w", key, err)
-	}
-	return nil
+	_, err := e.epochs.Bump(ctx, e.Key(org))
+	return err
 }
 
 // Bumper moves an organization's counter forward.
