@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -33,9 +34,11 @@ type fakeEditor struct {
 	editorv1connect.UnimplementedEditorServiceHandler
 	mu        sync.Mutex
 	workflows map[string]*editorv1.Workflow // by org + "/" + id
+	reads     atomic.Int64
 }
 
 func (f *fakeEditor) GetWorkflow(_ context.Context, req *connect.Request[editorv1.GetWorkflowRequest]) (*connect.Response[editorv1.GetWorkflowResponse], error) {
+	f.reads.Add(1)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	wf, ok := f.workflows[req.Msg.GetOrganizationId()+"/"+req.Msg.GetId()]
