@@ -89,7 +89,7 @@ func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 }
 
 // queueFinished queues the writes of runs ended at their dispatch into b: the run's row was
-// inserted queued earlier in the same transaction.
+// inserted earlier in the same transaction, as it ended (f.inserted) or else queued.
 func (s *Store) queueFinished(b *pgx.Batch, fs []*finished) error {
 	for _, f := range fs {
 		rev, err := s.queueWrites(b, &Locked{run: f.run, status: run.StatusQueued, inserted: f.inserted}, &f.o)
