@@ -112,10 +112,11 @@ func (c *SnapshotCache) get(k workflowKey, epoch int64) (prepared, bool) {
 		return prepared{}, false
 	}
 	e := el.Value.(*snapshotEntry)
-	if e.epoch != epoch || !now.Before(e.deadline) {
-		if e.epoch < epoch || !now.Before(e.deadline) {
-			c.remove(el)
-		}
+	if !now.Before(e.deadline) || e.epoch < epoch { // expired, or read before the epoch moved
+		c.remove(el)
+		return prepared{}, false
+	}
+	if e.epoch != epoch { // stored under a newer epoch than this batch read: kept for the next
 		return prepared{}, false
 	}
 	c.order.MoveToBack(el)

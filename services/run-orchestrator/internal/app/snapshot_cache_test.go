@@ -38,11 +38,7 @@ func (m *editorModel) write(org, id string) int64 {
 	m.versions[org+"/"+id]++
 	v := m.versions[org+"/"+id]
 	m.mu.Unlock()
-	if m.moveEpochs {
-		m.mu.Lock()
-		m.epochs[org]++
-		m.mu.Unlock()
-	}
+	m.answered(org)
 	return v
 }
 
@@ -50,11 +46,18 @@ func (m *editorModel) remove(org, id string) {
 	m.mu.Lock()
 	delete(m.versions, org+"/"+id)
 	m.mu.Unlock()
-	if m.moveEpochs {
-		m.mu.Lock()
-		m.epochs[org]++
-		m.mu.Unlock()
+	m.answered(org)
+}
+
+// answered is what the editor does between a write's commit and its answer: it moves the
+// organization's epoch (unless moveEpochs is off).
+func (m *editorModel) answered(org string) {
+	if !m.moveEpochs {
+		return
 	}
+	m.mu.Lock()
+	m.epochs[org]++
+	m.mu.Unlock()
 }
 
 func (m *editorModel) Workflow(_ context.Context, org string, ref WorkflowRef) (Snapshot, error) {

@@ -96,7 +96,6 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	// index entries written once.
 	status, out, fail := make([]string, n), make([]*string, n), make([]*string, n)
 	seq, rev := make([]int64, n), make([]int64, n)
-	done := make([]bool, n)
 	allEnded := true
 	for i, r := range runs {
 		rid[i], org[i], wf[i], ver[i] = r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion
@@ -109,7 +108,7 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 			continue
 		}
 		f.inserted = true
-		status[i], seq[i], rev[i], done[i] = string(f.run.Status), f.run.Seq, insertedRev, true
+		status[i], seq[i], rev[i] = string(f.run.Status), f.run.Seq, insertedRev
 		out[i], fail[i] = jsonText(f.o.Finish.Output), jsonText(f.o.Finish.Error)
 	}
 	first := &pgx.Batch{}
@@ -117,11 +116,11 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	first.Queue(`INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger,
 			change_seq, state_rev, output, error, started_at, finished_at)
 		SELECT id, org, wf, ver, def::jsonb, input::jsonb, st, trig::jsonb,
-			seq, rev, out::jsonb, err::jsonb, CASE WHEN done THEN now() END, CASE WHEN done THEN now() END
+			seq, rev, out::jsonb, err::jsonb, CASE WHEN st <> 'queued' THEN now() END, CASE WHEN st <> 'queued' THEN now() END
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-			$8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::bool[])
-			AS r(id, org, wf, ver, def, input, trig, st, seq, rev, out, err, done)`,
-		rid, org, wf, ver, def, in, trig, status, seq, rev, out, fail, done)
+			$8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[])
+			AS r(id, org, wf, ver, def, input, trig, st, seq, rev, out, err)`,
+		rid, org, wf, ver, def, in, trig, status, seq, rev, out, fail)
 	var won []string
 	if len(keyed) > 0 {
 		queueKeys(first, runs, keys, keyed, &won)
