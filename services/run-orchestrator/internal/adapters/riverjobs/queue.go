@@ -17,6 +17,7 @@ import (
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivermigrate"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
@@ -25,6 +26,7 @@ import (
 	"svc.dev/proto/connectors"
 	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
+	"svc.dev/services/run-orchestrator/internal/domain/fairshare"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -48,6 +50,8 @@ type Queue struct {
 	executors  map[string]executors.Executor
 	catalog    map[string]connectors.Entry
 	eval       func(src string, scope map[string]any) (any, error)
+	fair       *fairshare.Clock
+	turns      *turns
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 
@@ -66,6 +70,11 @@ type Queue struct {
 type runArgs struct {
 	RunID string            `json:"run_id"`
 	Trace map[string]string `json:"trace,omitempty"`
+	// Org is the run's organization: the turns between steps compare organizations.
+	Org string `json:"org,omitempty"`
+	// Due marks a job queued for a time of its own rather than tagged by the fair share clock:
+	// its scheduled_at is a wall-clock time, which says nothing of where the queue's head is.
+	Due bool `json:"due,omitempty"`
 }
 
 // Kind is the runtime workflow's name.
@@ -90,10 +99,11 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 		tp = noop.NewTracerProvider()
 	}
 	q := &Queue{
-		log: log, executors: execs, catalog: map[string]connectors.Entry{}, eval: eval,
+		log: log, executors: execs, catalog: map[string]connectors.Entry{}, eval: eval, fair: fairshare.NewClock(0, 0),
 		tracer: tp.Tracer("svc.dev/services/run-orchestrator/engine"), propagator: cfg.Propagator,
 		running: map[string]map[int64]context.CancelCauseFunc{}, stopping: make(chan struct{}),
 	}
+	q.turns = &turns{pool: pool, clock: q.fair}
 	for _, entry := range catalog {
 		q.catalog[entry.Type] = entry
 	}
@@ -107,6 +117,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 		ID:                cfg.Replica,
 		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
 		Workers:           workers,
+		Middleware:        []rivertype.Middleware{river.JobInsertMiddlewareFunc(availableWhenTagged)},
 		FetchCooldown:     2 * time.Millisecond,
 		FetchPollInterval: 100 * time.Millisecond,
 		JobTimeout:        -1,
@@ -203,22 +214,78 @@ func (q *Queue) CancelLocal(runID string) {
 
 // ---- the queue's writes in a run's transaction (runstore.Jobs) ------------------------------
 
-// Insert queues a job per id of runIDs, due at at (zero: now), in ctx's trace.
-func (q *Queue) Insert(ctx context.Context, tx pgx.Tx, runIDs []string, at time.Time) error {
-	params := make([]river.InsertManyParams, len(runIDs))
-	for i, id := range runIDs {
-		params[i] = river.InsertManyParams{Args: q.args(ctx, id)}
-		if !at.IsZero() {
-			params[i].InsertOpts = &river.InsertOpts{ScheduledAt: at}
+// Insert queues the jobs in ctx's trace. Due now (at is zero), each job is tagged by the fair
+// share clock, and its tag is its scheduled_at: River takes available jobs in that order, so
+// organizations take turns at the workers. Due later (a run handed back until its retry's
+// backoff ends), a job waits for at itself and then queues behind the tagged work.
+func (q *Queue) Insert(ctx context.Context, tx pgx.Tx, jobs []runstore.NewJob, at time.Time) error {
+	params := make([]river.InsertManyParams, len(jobs))
+	if !at.IsZero() {
+		for i, j := range jobs {
+			a := q.args(ctx, j)
+			a.Due = true
+			params[i] = river.InsertManyParams{Args: a, InsertOpts: &river.InsertOpts{ScheduledAt: at}}
+		}
+	} else {
+		now := time.Now()
+		tags := q.tags(jobs, now)
+		for i, j := range jobs {
+			params[i] = river.InsertManyParams{Args: q.args(ctx, j), InsertOpts: &river.InsertOpts{ScheduledAt: tags[i]}}
 		}
 	}
 	_, err := q.client.InsertManyTx(ctx, tx, params)
 	return err
 }
 
-// args is the job that continues runID, in ctx's trace.
-func (q *Queue) args(ctx context.Context, runID string) runArgs {
-	a := runArgs{RunID: runID}
+// availableWhenTagged makes a tagged job available at once. River inserts every job given a
+// ScheduledAt as scheduled, for its scheduler to make available once the time has come (it
+// looks every few seconds); a tag is never in the future, so the job may be taken now, in its
+// tag's place in the queue. River then also wakes the workers of the queue, as for any job
+// inserted available.
+func availableWhenTagged(ctx context.Context, jobs []*rivertype.JobInsertParams, doInner func(context.Context) ([]*rivertype.JobInsertResult, error)) ([]*rivertype.JobInsertResult, error) {
+	now := time.Now()
+	for _, j := range jobs {
+		if a, ok := j.Args.(runArgs); ok && !a.Due && j.State == rivertype.JobStateScheduled && j.ScheduledAt != nil && !j.ScheduledAt.After(now) {
+			j.State = rivertype.JobStateAvailable
+		}
+	}
+	return doInner(ctx)
+}
+
+// tags is the fair share tag of each job, each organization's jobs in the order given.
+func (q *Queue) tags(jobs []runstore.NewJob, now time.Time) []time.Time {
+	out := make([]time.Time, len(jobs))
+	if len(jobs) == 1 || allOneOrg(jobs) {
+		copy(out, q.fair.Tags(jobs[0].Org, len(jobs), now))
+		return out
+	}
+	count := map[string]int{}
+	for _, j := range jobs {
+		count[j.Org]++
+	}
+	byOrg := make(map[string][]time.Time, len(count))
+	for org, n := range count {
+		byOrg[org] = q.fair.Tags(org, n, now)
+	}
+	for i, j := range jobs {
+		out[i] = byOrg[j.Org][0]
+		byOrg[j.Org] = byOrg[j.Org][1:]
+	}
+	return out
+}
+
+func allOneOrg(jobs []runstore.NewJob) bool {
+	for _, j := range jobs[1:] {
+		if j.Org != jobs[0].Org {
+			return false
+		}
+	}
+	return true
+}
+
+// args is job j's arguments, in ctx's trace.
+func (q *Queue) args(ctx context.Context, j runstore.NewJob) runArgs {
+	a := runArgs{RunID: j.RunID, Org: j.Org}
 	if q.propagator != nil && trace.SpanContextFromContext(ctx).IsValid() {
 		a.Trace = map[string]string{}
 		q.propagator.Inject(ctx, propagation.MapCarrier(a.Trace))

@@ -39,6 +39,11 @@ func (w *worker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
 // like any other, and when the last of the job's tries fails too, the run is failed with the
 // error recorded (FailJob) rather than left waiting for a job River has discarded.
 func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
+	if rj.Attempt == 1 && !rj.Args.Due {
+		// A tagged job on its first try: its tag is where the queue's head is (a later try,
+		// like a job due at a time of its own, has a wall-clock time there instead).
+		w.q.fair.Took(rj.ScheduledAt)
+	}
 	job := &runstore.Job{ID: rj.ID, RunID: rj.Args.RunID, Try: rj.Attempt, Handle: rj}
 	err := w.q.driveSafely(ctx, rj, job)
 	if err == nil || rj.Attempt < rj.MaxAttempts || ctx.Err() != nil {
@@ -74,6 +79,32 @@ func (q *Queue) driveSafely(ctx context.Context, rj *river.Job[runArgs], job *ru
 		}
 	}()
 	return q.drive(ctx, rj, job)
+}
+
+// yield reports whether the worker is to hand the job's run back after the step it ran,
+// because another organization's work is queued ahead of the run's next turn.
+func (q *Queue) yield(ctx context.Context, job *runstore.Job) bool {
+	rj, ok := job.Handle.(*river.Job[runArgs])
+	if !ok || q.isStopping() {
+		return false
+	}
+	return q.turns.yield(ctx, rj.Args.Org)
+}
+
+// yielding is ev with its job giving the worker up between steps (a step's result only).
+func yielding(ev run.Event) run.Event {
+	switch e := ev.(type) {
+	case run.Succeeded:
+		e.Yield = true
+		return e
+	case run.Failed:
+		e.Yield = true
+		return e
+	case run.Suspended:
+		e.Yield = true
+		return e
+	}
+	return ev
 }
 
 // jobEvent is what a job's events say about the job.
@@ -136,7 +167,14 @@ func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore
 func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cache, st run.StartAttempt) (run.Outcome, error) {
 	for {
 		res, execErr := q.step(ctx, job, st)
-		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event { return q.result(job, st, res, execErr) }, q.inline(job))
+		yield := q.yield(ctx, job)
+		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
+			ev := q.result(job, st, res, execErr)
+			if yield {
+				ev = yielding(ev)
+			}
+			return ev
+		}, q.inline(job))
 		if err != nil || o.Retry == nil {
 			return o, err
 		}

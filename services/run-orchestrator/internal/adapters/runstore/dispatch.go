@@ -156,14 +156,14 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 			return fmt.Errorf("drop runs whose key was taken: %w", err)
 		}
 	}
-	jobs := make([]string, 0, n)
+	jobs := make([]NewJob, 0, n)
 	for i, r := range runs {
 		switch {
 		case ids[i] != r.ID:
 		case ended[i] != nil:
 			written, ended[i] = append(written, ended[i]), nil
 		default:
-			jobs = append(jobs, r.ID)
+			jobs = append(jobs, NewJob{RunID: r.ID, Org: r.OrganizationID})
 		}
 	}
 	if len(jobs) > 0 {

@@ -26,12 +26,18 @@ import (
 const Schema = "orchestrator"
 
 // Jobs is the job queue, written in the run's own transaction (River's tables share the
-// database): Insert queues one job per run id (repeat an id for more), due at at (zero: now);
-// CancelAll cancels every unfinished job of a run; Complete completes the acting job.
+// database): Insert queues the jobs (repeat a run for more), due at at (zero: now); CancelAll
+// cancels every unfinished job of a run; Complete completes the acting job.
 type Jobs interface {
-	Insert(ctx context.Context, tx pgx.Tx, runIDs []string, at time.Time) error
+	Insert(ctx context.Context, tx pgx.Tx, jobs []NewJob, at time.Time) error
 	CancelAll(ctx context.Context, tx pgx.Tx, runID string) error
 	Complete(ctx context.Context, tx pgx.Tx, job *Job) error
+}
+
+// NewJob is a job to queue: one that continues run RunID of organization Org (the queue
+// shares its workers fairly across organizations).
+type NewJob struct {
+	RunID, Org string
 }
 
 // Job is the queue job a worker drives a run in. Handle is the queue's own value for it.
@@ -82,11 +88,11 @@ func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs Jobs, events Publishe
 // between, the sweep finalizes the job like any other of a dead replica.
 func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome) error {
 	if o.NewJobs > 0 {
-		ids := make([]string, o.NewJobs)
-		for i := range ids {
-			ids[i] = r.ID
+		jobs := make([]NewJob, o.NewJobs)
+		for i := range jobs {
+			jobs[i] = NewJob{RunID: r.ID, Org: r.OrganizationID}
 		}
-		if err := s.jobs.Insert(ctx, tx, ids, o.JobsAt); err != nil {
+		if err := s.jobs.Insert(ctx, tx, jobs, o.JobsAt); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
 		}
 	}

@@ -19,6 +19,9 @@ type JobEvent struct {
 	// Try is the job's try (River's attempt), 1 for the first.
 	Try      int
 	Stopping bool
+	// Yield says the run's organization is to give the worker up between steps: another
+	// organization's work is queued ahead of its next turn (the queue shares workers fairly).
+	Yield bool
 }
 
 // Advance is a job taking the run: a fresh run, a continuation after a wait was released or

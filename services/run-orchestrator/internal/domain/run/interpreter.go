@@ -227,8 +227,9 @@ func reclaim(r *Run, ev Advance, o *Outcome) bool {
 // with nothing ready, finishes the run or leaves it to the jobs of its running blocks and to
 // its waits, completing the acting job.
 func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) {
-	if job.Stopping {
-		// Graceful shutdown between steps: a fresh job continues the run, here or elsewhere.
+	if job.Stopping || job.Yield {
+		// Graceful shutdown between steps, or the worker yielded to another organization's
+		// turn: a fresh job continues the run, here or elsewhere, in its turn.
 		o.NewJobs++
 		o.CompleteJob = true
 		return

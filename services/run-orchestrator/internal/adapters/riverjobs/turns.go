@@ -1,0 +1,106 @@
+package riverjobs
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"svc.dev/services/run-orchestrator/internal/domain/fairshare"
+)
+
+// Turns between steps. A worker that holds a run goes straight on to the run's next block
+// without a queue hop (ARCHITECTURE §4: per-step overhead is the product's speed), which would
+// let one organization's runs keep every worker for as long as they have steps. So between
+// two steps the worker looks at the head of the queue: when a job of another organization is
+// queued ahead of the run's next turn, the run is handed to a fresh job, queued in its turn,
+// and the worker takes the head of the queue. One organization alone never yields (nothing of
+// anyone else is queued), so it keeps the no-hop speed.
+
+// headEvery is how long a read of the queue's head serves the turns of every worker of this
+// replica: one small indexed read every few milliseconds, not one per step.
+const headEvery = 10 * time.Millisecond
+
+// headSize is how many jobs from the head of the queue are read.
+const headSize = 32
+
+// queued is a job at the head of the queue: its organization and its tag.
+type queued struct {
+	org string
+	tag time.Time
+}
+
+// turns decides whether a worker goes on with its run or yields.
+type turns struct {
+	pool  *pgxpool.Pool
+	clock *fairshare.Clock
+
+	mu      sync.Mutex
+	readAt  time.Time
+	head    []queued
+	reading bool
+}
+
+// yield reports whether the worker driving a run of org should hand it back rather than go on:
+// a job of another organization is queued at or before org's next turn. Going on counts as
+// org's turn.
+func (t *turns) yield(ctx context.Context, org string) bool {
+	if org == "" {
+		return false // a job queued before jobs carried their organization
+	}
+	now := time.Now()
+	next := t.clock.Next(org, now)
+	for _, j := range t.queueHead(ctx, now) {
+		if j.tag.After(next) {
+			break
+		}
+		if j.org != org {
+			return true
+		}
+	}
+	t.clock.Charge(org, now)
+	return false
+}
+
+// queueHead is the head of the queue, read at most every headEvery; while one worker reads it,
+// the others use the last read. A failed read leaves the last one in place: turns are a
+// matter of fairness, never of correctness.
+func (t *turns) queueHead(ctx context.Context, now time.Time) []queued {
+	t.mu.Lock()
+	if now.Sub(t.readAt) < headEvery || t.reading {
+		head := t.head
+		t.mu.Unlock()
+		return head
+	}
+	t.reading = true
+	t.mu.Unlock()
+
+	head, err := t.read(ctx)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.reading = false
+	t.readAt = now
+	if err == nil {
+		t.head = head
+	}
+	return t.head
+}
+
+func (t *turns) read(ctx context.Context) ([]queued, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	// River's fetch order, on the index its fetch uses.
+	rows, err := t.pool.Query(ctx, `SELECT coalesce(args->>'org', ''), scheduled_at FROM river_job
+		WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now()
+		ORDER BY priority, scheduled_at, id LIMIT $1`, headSize)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queued, error) {
+		var q queued
+		err := row.Scan(&q.org, &q.tag)
+		return q, err
+	})
+}

@@ -1,0 +1,78 @@
+package service_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/services/run-orchestrator/internal/service"
+)
+
+// TestQuietOrganizationIsNotQueuedBehindABusyOne: organization A fans one run out to 48
+// http.request blocks on an endpoint that takes 150 ms, on a replica of 4 workers. Organization
+// B then starts a one-step run. First come, first served, B's job would wait behind all of A's
+// queued jobs, and A's workers would go on from block to block of A's run without ever
+// returning to the queue; shared fairly, B's job is queued ahead of A's and A's workers yield
+// between steps, so B's step runs after the steps A has in hand. The check counts A's requests
+// when B's step arrives, so it does not depend on how fast this machine is.
+func TestQuietOrganizationIsNotQueuedBehindABusyOne(t *testing.T) {
+	t.Parallel()
+	const fanOut, workers = 48, 4
+	var (
+		busyCalls atomic.Int32
+		atQuiet   atomic.Int32
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quiet" {
+			atQuiet.Store(busyCalls.Load())
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":true}`))
+			return
+		}
+		busyCalls.Add(1)
+		select {
+		case <-time.After(150 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	sys := startWith(t, func(c *service.Config) {
+		c.AllowPrivateNetwork = true
+		c.Workers = workers
+	})
+
+	busy := sys.setup(t)
+	blocks := []string{manual}
+	var edges []string
+	for i := range fanOut {
+		id := fmt.Sprintf("call%02d", i)
+		blocks = append(blocks, `{"block_id":"`+id+`","type":"http.request","params":{"method":"GET","url":"`+srv.URL+`/busy"}}`)
+		edges = append(edges, edge("start", id))
+	}
+	busy.workflow(t, "wf_flood", 1, def(blocks, edges...))
+	flood := busy.startRun(t, "wf_flood", nil)
+	require.Eventually(t, func() bool { return busyCalls.Load() >= workers }, 15*time.Second, 5*time.Millisecond,
+		"the busy organization's fan-out never took the workers")
+
+	quiet := sys.setup(t)
+	quiet.workflow(t, "wf_one", 1, def([]string{manual,
+		`{"block_id":"call","type":"http.request","params":{"method":"GET","url":"` + srv.URL + `/quiet"}}`,
+	}, edge("start", "call")))
+	one := quiet.startRun(t, "wf_one", nil)
+
+	quiet.waitStatus(t, one, "completed")
+	seen := atQuiet.Load()
+	t.Logf("the busy organization had made %d of its %d calls when the quiet one's step ran", seen, fanOut)
+	// In hand when B started: at most the workers' calls, plus those whose jobs were taken
+	// while B's dispatch committed. First come, first served, it would be nearly all 48.
+	require.LessOrEqual(t, seen, int32(3*workers), "the quiet organization's step waited behind the busy one's queue")
+	busy.waitStatus(t, flood, "completed")
+	require.EqualValues(t, fanOut, busyCalls.Load())
+}
