@@ -1,6 +1,7 @@
 package expression
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -169,4 +170,17 @@ func (m *meter) output(n int64) error {
 	}
 	m.out += n
 	return nil
+}
+
+// Marshal is json.Marshal of v, its worst-case size charged to the budget first (a value
+// interpolated into a string).
+func (b *Budget) Marshal(v any) ([]byte, error) {
+	left := int64(-1)
+	if b.m.limits.Bytes > 0 {
+		left = b.m.limits.Bytes - b.m.alloc
+	}
+	if err := b.m.charge(size(v, 0, jsonFactor, left)); err != nil {
+		return nil, err
+	}
+	return json.Marshal(v)
 }
