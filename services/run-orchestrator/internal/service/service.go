@@ -64,8 +64,8 @@ type Config struct {
 	// full one's time (SVC_EXPRESSION_TIMEOUT, 1s) and bytes (SVC_EXPRESSION_MAX_BYTES, 16 MiB,
 	// bounding both what its builtins allocate and what it produces); the small inline budget
 	// of evaluations inside a transaction or a request keeps its defaults (run.EvalLimits).
-	Expressions      run.EvalLimits
-	Base             boot.Config
+	Expressions run.EvalLimits
+	Base        boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
