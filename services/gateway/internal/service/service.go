@@ -4,9 +4,12 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -44,8 +47,16 @@ type Config struct {
 	// MaxStreams is how many run event streams one principal may hold open at once, across
 	// gateway replicas (SVC_GATEWAY_MAX_STREAMS, 20); past it 429 rate_limited.
 	MaxStreams int
-	Base       boot.Config
+	// Origins are the trusted origins (SVC_PUBLIC_URL's and SVC_TRUSTED_ORIGINS, read as
+	// identity reads them): a write the session cookie authenticates must come from a page of
+	// one of them.
+	Origins web.Origins
+	Base    boot.Config
 }
+
+// DefaultPublicURL is SVC_PUBLIC_URL's default, identity's too: the two must agree on the
+// origins they trust.
+const DefaultPublicURL = "http://localhost:8080"
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
@@ -65,6 +76,13 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		MaxStreams:         r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
 		Base:               boot.ReadConfig(r, needs()),
 	}
+	public := r.URL("SVC_PUBLIC_URL", DefaultPublicURL, "http", "https")
+	trusted := strings.Split(r.String("SVC_TRUSTED_ORIGINS", ""), ",")
+	origins, err := web.NewOrigins(append(trusted, public)...)
+	if err != nil {
+		return cfg, errors.Join(r.Err(), fmt.Errorf("setting SVC_TRUSTED_ORIGINS: %w", err))
+	}
+	cfg.Origins = origins
 	return cfg, r.Err()
 }
 
@@ -112,7 +130,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		guardResolver = app.NewCachingResolver(resolver, ratelimiter.NewRedisEpochReader(base.Redis, base.Keys),
 			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
 	}
-	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams)
+	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
+		WithTrustedOrigins(cfg.Origins)
 	if base.Redis != nil {
 		// The cap on open streams holds across replicas, counted in Redis (on each replica
 		// alone while Redis fails).

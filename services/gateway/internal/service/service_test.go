@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/service"
 )
 
@@ -49,4 +50,31 @@ func TestLoadConfigRateLimit(t *testing.T) {
 			require.ErrorContains(t, err, "SVC_RATE_LIMIT_PER_MINUTE")
 		})
 	}
+}
+
+// TestLoadConfigOrigins: the gateway trusts the origins identity trusts, from the same
+// settings with the same defaults.
+func TestLoadConfigOrigins(t *testing.T) {
+	t.Parallel()
+	lookup := func(vars map[string]string) func(string) (string, bool) {
+		return func(name string) (string, bool) {
+			if name == "SVC_INTERNAL_SECRET" {
+				return strings.Repeat("s", 32), true
+			}
+			v, ok := vars[name]
+			return v, ok
+		}
+	}
+	cfg, err := service.LoadConfig(lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, web.Origins{"http://localhost:8080": true}, cfg.Origins)
+
+	cfg, err = service.LoadConfig(lookup(map[string]string{
+		"SVC_PUBLIC_URL": "https://flow.example.com/app", "SVC_TRUSTED_ORIGINS": "https://admin.example.com:443, http://127.0.0.1:3000",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, web.Origins{"https://flow.example.com": true, "https://admin.example.com": true, "http://127.0.0.1:3000": true}, cfg.Origins)
+
+	_, err = service.LoadConfig(lookup(map[string]string{"SVC_TRUSTED_ORIGINS": "admin.example.com"}))
+	require.ErrorContains(t, err, "SVC_TRUSTED_ORIGINS")
 }
