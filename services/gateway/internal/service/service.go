@@ -41,6 +41,10 @@ type Config struct {
 	// RateLimitPerMinute is the capacity and the per-minute refill of each (organization,
 	// principal) bucket.
 	RateLimitPerMinute int
+	// RateLimitOrgPerMinute is the capacity and per-minute refill of each organization's
+	// bucket, which every request of the organization takes a token from as well, so that
+	// more API keys do not mean a larger share (SVC_RATE_LIMIT_ORG_PER_MINUTE).
+	RateLimitOrgPerMinute int
 	// GuardCacheTTL is how long the guard may reuse an identity while identity's revocation
 	// epoch has not moved; 0 resolves every request.
 	GuardCacheTTL time.Duration
@@ -58,6 +62,10 @@ type Config struct {
 // origins they trust.
 const DefaultPublicURL = "http://localhost:8080"
 
+// DefaultRateLimitOrgPerMinute is ten times the default per-principal limit (60): an
+// organization's keys and users together get ten principals' worth.
+const DefaultRateLimitOrgPerMinute = 600
+
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	r := env.New(lookup)
@@ -71,10 +79,11 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 			httpport.Scheduler:    r.URL("SVC_SCHEDULER_URL", "http://127.0.0.1:8084", "http", "https"),
 			httpport.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
 		},
-		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
-		GuardCacheTTL:      r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
-		MaxStreams:         r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
-		Base:               boot.ReadConfig(r, needs()),
+		RateLimitPerMinute:    r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
+		RateLimitOrgPerMinute: r.Int("SVC_RATE_LIMIT_ORG_PER_MINUTE", DefaultRateLimitOrgPerMinute, 1, 10_000_000),
+		GuardCacheTTL:         r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
+		MaxStreams:            r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
+		Base:                  boot.ReadConfig(r, needs()),
 	}
 	public := r.URL("SVC_PUBLIC_URL", DefaultPublicURL, "http", "https")
 	trusted := strings.Split(r.String("SVC_TRUSTED_ORIGINS", ""), ",")
@@ -122,7 +131,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// Token buckets in Redis; in process, per replica, while Redis fails (libs/ratelimit).
 	limiter := ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter})
 	buckets := app.CountRefusals(
-		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute)), base.Tel.Meter)
+		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute), ratelimit.PerMinute(cfg.RateLimitOrgPerMinute)),
+		base.Tel.Meter)
 	// Identities are reused for at most GuardCacheTTL while identity's revocation epoch stays
 	// put (app.CachingResolver), so a revocation still fails the very next request.
 	var guardResolver app.Resolver = resolver

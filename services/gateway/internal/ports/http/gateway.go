@@ -254,7 +254,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, id internalauth.
 	if taken != nil {
 		res = *taken
 	} else {
-		res = g.limiter.Allow(r.Context(), app.BucketKey(id))
+		res = g.limiter.Allow(r.Context(), id)
 	}
 	h := w.Header()
 	h.Set(headerLimit, strconv.Itoa(res.Limit))
