@@ -25,6 +25,7 @@ type Bucket struct {
 // means the same to Allow and AllowAll: every bucket is checked first, and a token is taken
 // from each only when each has one. ARGV: burst, rate, period (s) per key. It answers the
 // overall decision, then per key: allowed, remaining, retry after and reset after (s).
+//
 //nolint:gochecknoglobals // a script: a constant whose digest is cached
 var allowAll = redis.NewScript(`
 local jan_1_2017 = 1483228800

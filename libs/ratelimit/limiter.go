@@ -121,12 +121,12 @@ func (o Options) withDefaults() Options {
 
 // Limiter decides in Redis, or in process while Redis fails. It is safe for concurrent use.
 type Limiter struct {
-	log       *slog.Logger
-	rate      *redis_rate.Limiter
-	local     *Local
+	log   *slog.Logger
+	rate  *redis_rate.Limiter
+	local *Local
 	// rdb and prefix serve AllowAll's own script; Allow goes through redis_rate.
-	rdb    *redis.Client
-	prefix string
+	rdb       *redis.Client
+	prefix    string
 	breaker   *gobreaker.CircuitBreaker[Result]
 	timeout   time.Duration
 	fallbacks atomic.Uint64
