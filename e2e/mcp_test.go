@@ -91,13 +91,14 @@ func TestMCP(t *testing.T) {
 
 	t.Run("HTTPWithABrowserSession", func(t *testing.T) {
 		t.Parallel()
-		// Signed in as the console is: the session cookie and nothing else.
+		// Signed in as the console is: the session cookie and the page's Origin, which a
+		// browser sends with every POST.
 		a := signUp(t, sys, "mcp-cookie")
 		in := newClient(t, sys).post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": a.password})
 		require.Equal(t, http.StatusOK, in.Status, in.Raw)
 		cookie := sessionCookie(t, in.Header)
 		s := mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{
-			Timeout: 3 * time.Minute, Transport: headerTransport{name: "Cookie", value: cookie}}})
+			Timeout: 3 * time.Minute, Transport: headerTransport{name: "Cookie", value: cookie, origin: testOrigin}}})
 
 		wf := mcpCall(t, s, "workflows_create", map[string]any{"name": "mcp-cookie", "definition": map[string]any{
 			"blocks": []any{
@@ -556,11 +557,16 @@ func apiKeyOf(t *testing.T, u *runsUser) string {
 
 // headerTransport sends one header on every request, as an MCP client configured with a
 // credential does.
-type headerTransport struct{ name, value string }
+// headerTransport sets a header on every request, and Origin when origin is set (a
+// cookie-authenticated write needs a trusted one, as a browser sends it).
+type headerTransport struct{ name, value, origin string }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(h.name, h.value)
+	if h.origin != "" {
+		r.Header.Set("Origin", h.origin)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 

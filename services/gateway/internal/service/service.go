@@ -62,9 +62,13 @@ type Config struct {
 // origins they trust.
 const DefaultPublicURL = "http://localhost:8080"
 
-// DefaultRateLimitOrgPerMinute is ten times the default per-principal limit (60): an
-// organization's keys and users together get ten principals' worth.
-const DefaultRateLimitOrgPerMinute = 600
+// OrgRateLimitMultiple is SVC_RATE_LIMIT_ORG_PER_MINUTE's default as a multiple of
+// SVC_RATE_LIMIT_PER_MINUTE (600 with the default 60): an organization's users and keys
+// together get ten principals' worth, however many keys it creates.
+const OrgRateLimitMultiple = 10
+
+// maxOrgRateLimit bounds SVC_RATE_LIMIT_ORG_PER_MINUTE.
+const maxOrgRateLimit = 10_000_000
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
@@ -79,12 +83,14 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 			httpport.Scheduler:    r.URL("SVC_SCHEDULER_URL", "http://127.0.0.1:8084", "http", "https"),
 			httpport.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
 		},
-		RateLimitPerMinute:    r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
-		RateLimitOrgPerMinute: r.Int("SVC_RATE_LIMIT_ORG_PER_MINUTE", DefaultRateLimitOrgPerMinute, 1, 10_000_000),
-		GuardCacheTTL:         r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
-		MaxStreams:            r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
-		Base:                  boot.ReadConfig(r, needs()),
+		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
+		GuardCacheTTL:      r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
+		MaxStreams:         r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
+		Base:               boot.ReadConfig(r, needs()),
 	}
+	// Unset, the organization's bucket is ten principals' worth of whatever the principal's is.
+	cfg.RateLimitOrgPerMinute = r.Int("SVC_RATE_LIMIT_ORG_PER_MINUTE",
+		min(OrgRateLimitMultiple*cfg.RateLimitPerMinute, maxOrgRateLimit), 1, maxOrgRateLimit)
 	public := r.URL("SVC_PUBLIC_URL", DefaultPublicURL, "http", "https")
 	trusted := strings.Split(r.String("SVC_TRUSTED_ORIGINS", ""), ",")
 	origins, err := web.NewOrigins(append(trusted, public)...)
