@@ -129,8 +129,11 @@ func TestMCP(t *testing.T) {
 		r := call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), hdr...)
 		requireError(t, r, http.StatusUnauthorized, "unauthorized")
 		require.NotEmpty(t, r.Body["message"], r.Raw)
-		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie[:len(cookie)-4]+"AAAA")...)
+		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie[:len(cookie)-4]+"AAAA", "Origin", testOrigin)...)
 		requireError(t, r, http.StatusUnauthorized, "unauthorized")
+		// The real cookie from a page of another site: 403 invalid_origin, nothing runs.
+		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie, "Origin", "https://evil.example")...)
+		requireError(t, r, http.StatusForbidden, "invalid_origin")
 		_, err := mcp.NewClient(&mcp.Implementation{Name: "svc-e2e", Version: "1"}, nil).Connect(t.Context(),
 			&mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{Timeout: 30 * time.Second}}, nil)
 		require.Error(t, err, "a client without credentials cannot even initialize")
