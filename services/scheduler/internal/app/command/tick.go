@@ -40,7 +40,7 @@ type TickResult struct {
 	// only, never how busy the others are.
 	ClaimedBy map[string]int
 	Fired     []schedule.Outcome
-	Failed  []schedule.Outcome
+	Failed    []schedule.Outcome
 }
 
 // TickHandler fires what is due: it claims due schedules of every organization in batches,
