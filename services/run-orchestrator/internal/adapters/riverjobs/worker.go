@@ -174,7 +174,7 @@ func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore
 // block's attempt).
 func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cache, st run.StartAttempt) (run.Outcome, error) {
 	for {
-		st = st.Prepare() // outside any transaction: the full expression budget
+		st = q.prepare(ctx, st) // outside any transaction: the full expression budget
 		res, execErr := q.step(ctx, job, st)
 		yield := q.yield(ctx, job)
 		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
@@ -211,6 +211,25 @@ func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cach
 		}
 		st = *o.Start
 	}
+}
+
+// prepare resolves the params of an attempt that went over the inline budget, under the full
+// budget. Such evaluations take turns on a replica (heavy: half its cores, at least one), so
+// however many an organization starts at once, they hold a bounded share of the CPU and the
+// light work of others keeps the rest. An attempt whose run ends while it waits fails with
+// why (its result is then ignored).
+func (q *Queue) prepare(ctx context.Context, st run.StartAttempt) run.StartAttempt {
+	if !st.Deferred {
+		return st.Prepare()
+	}
+	select {
+	case q.heavy <- struct{}{}:
+	case <-ctx.Done():
+		st.ParamErr = fmt.Errorf("waiting to evaluate the params: %w", context.Cause(ctx))
+		return st
+	}
+	defer func() { <-q.heavy }()
+	return st.Prepare()
 }
 
 // step runs attempt st's connector in a span of its own.
