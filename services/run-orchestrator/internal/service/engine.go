@@ -36,6 +36,7 @@ type engineConfig struct {
 	Replica                          string
 	Workers                          int
 	HTTP                             executors.HTTPConfig
+	Limits                           run.Limits
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 	Tracer                           trace.TracerProvider
 	Propagator                       propagation.TextMapPropagator
@@ -73,7 +74,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	for _, entry := range catalog {
 		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
 	}
-	interp := run.NewInterpreter(rules, run.NewTemplates(), func() string { return wire.NewID(wire.Attempt) })
+	interp := run.NewInterpreter(rules, run.NewTemplates(), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
 	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
 		catalog, executors.Executors(log, cfg.HTTP), interp.Templates().Eval, log)
 	if err != nil {

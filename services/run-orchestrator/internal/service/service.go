@@ -26,6 +26,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
 	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
 	"svc.dev/services/run-orchestrator/internal/ports/rpc"
 	"svc.dev/services/run-orchestrator/migrations"
@@ -58,7 +59,11 @@ type Config struct {
 	// while the organization's catalog epoch has not moved (SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL,
 	// 5s; 0: every start reads the editor, and Redis is not used).
 	SnapshotCacheTTL time.Duration
-	Base             boot.Config
+	// AttemptOutputMax bounds an attempt's output JSON (SVC_ATTEMPT_OUTPUT_MAX_BYTES, 1 MiB:
+	// the request body limit); RunOutputMax the run's sinks' outputs together
+	// (SVC_RUN_OUTPUT_MAX_BYTES, 4 MiB, at least AttemptOutputMax). Zero takes the default.
+	AttemptOutputMax, RunOutputMax int
+	Base                           boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -73,6 +78,8 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
 		Stream:              httpport.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
 		SnapshotCacheTTL:    r.Duration("SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL", 5*time.Second),
+		AttemptOutputMax:    r.Int("SVC_ATTEMPT_OUTPUT_MAX_BYTES", run.DefaultMaxAttemptOutput, minOutputMax, maxOutputMax),
+		RunOutputMax:        r.Int("SVC_RUN_OUTPUT_MAX_BYTES", run.DefaultMaxRunOutput, minOutputMax, 4*maxOutputMax),
 	}
 	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
 	err := r.Err()
@@ -80,8 +87,19 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		err = errors.Join(err, fmt.Errorf("SVC_ORCHESTRATOR_DEAD_AFTER (%s) must be at least twice SVC_ORCHESTRATOR_HEARTBEAT (%s), which must be positive",
 			cfg.DeadAfter, cfg.Heartbeat))
 	}
+	if cfg.RunOutputMax < cfg.AttemptOutputMax {
+		err = errors.Join(err, fmt.Errorf("SVC_RUN_OUTPUT_MAX_BYTES (%d) must be at least SVC_ATTEMPT_OUTPUT_MAX_BYTES (%d), so that a run's one sink always fits",
+			cfg.RunOutputMax, cfg.AttemptOutputMax))
+	}
 	return cfg, err
 }
+
+// The range of the output bounds: at least room for an http.request's status and headers
+// (64 KiB at most) beside its body; at most what a step may hold in memory and write in one row.
+const (
+	minOutputMax = 128 << 10
+	maxOutputMax = 64 << 20
+)
 
 // ReplicaID names this process: a fresh time-ordered id, then host and pid for people.
 func ReplicaID() string {
@@ -117,7 +135,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	}()
 	eng, err := newEngine(ctx, base.Pool, engineConfig{
 		Replica: ReplicaID(),
-		Workers: cfg.Workers, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
+		Workers: cfg.Workers, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork, MaxOutput: cfg.AttemptOutputMax},
+		Limits:    run.Limits{AttemptOutput: cfg.AttemptOutputMax, RunOutput: cfg.RunOutputMax},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
 		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator,
 	}, log)

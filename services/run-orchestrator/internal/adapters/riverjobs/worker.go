@@ -208,6 +208,9 @@ func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Res
 		if errors.Is(execErr, context.DeadlineExceeded) {
 			code = run.CodeTimeout
 		}
+		if pe := (*executors.ParamError)(nil); errors.As(execErr, &pe) {
+			code = run.CodeInvalidParam
+		}
 		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Now: now}
 	}
 	if w := res.Wait; w != nil {
@@ -231,6 +234,9 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if !ok {
 		return executors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
 	}
+	if err := q.params.Validate(st.Block.Type, st.Params); err != nil {
+		return executors.Result{}, err
+	}
 	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
 	if ms, ok := executors.IntParam(st.Params["timeout_ms"]); ok && ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
@@ -238,6 +244,7 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	timeout = q.params.Bound(st.Block.Type, timeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	input := st.Scope["input"]
