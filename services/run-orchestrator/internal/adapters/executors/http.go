@@ -170,15 +170,15 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 // fitOutput cuts the body of out so that out's JSON is at most limit bytes: a body at the
 // limit does not fit beside the status and headers, and its JSON form may be longer than its
 // bytes (escapes, a parsed body written again). The body is then the start of data as a string,
-// marked truncated. Each raw byte cut shortens the JSON by at least a byte, so one cut of the
-// excess suffices; a second pass covers the truncated mark and a cut at a character. Headers
-// too large to leave any room are left to the engine's bound (output_too_large).
+// marked truncated, cut in proportion to how much its JSON form is over; a few passes settle
+// an uneven mix of escapes. Headers too large to leave any room are left to the engine's bound
+// (output_too_large).
 func fitOutput(out map[string]any, data []byte, limit int) map[string]any {
 	// A body whose every byte would take 6 in JSON (\u00XX) still fits: no need to measure.
 	if 6*(len(data)+maxResponseHeader)+1024 <= limit {
 		return out
 	}
-	for range 3 {
+	for range 4 {
 		enc, err := json.Marshal(out)
 		if err != nil || len(enc) <= limit {
 			return out
@@ -187,11 +187,20 @@ func fitOutput(out map[string]any, data []byte, limit int) map[string]any {
 		if !ok {
 			body = strings.ToValidUTF8(string(data), "\uFFFD")
 		}
-		cut := max(len(body)-(len(enc)-limit)-len(`,"truncated":true`), 0)
-		for cut > 0 && !utf8.RuneStart(body[cut]) {
+		encBody, err := json.Marshal(body)
+		if err != nil {
+			return out
+		}
+		others := len(enc) - len(encBody)
+		if _, marked := out["truncated"]; !marked {
+			others += len(`,"truncated":true`)
+		}
+		room := max(limit-others, 0)
+		cut := int(int64(len(body)) * int64(room) / int64(len(encBody)))
+		for cut > 0 && cut < len(body) && !utf8.RuneStart(body[cut]) {
 			cut--
 		}
-		out["body"], out["truncated"] = body[:cut], true
+		out["body"], out["truncated"] = body[:min(cut, len(body))], true
 	}
 	return out
 }

@@ -177,9 +177,9 @@ func (v *ParamsValidator) paramError(typ string, leaf *jsonschema.ValidationErro
 		Rule: strings.Join(leaf.ErrorKind.KeywordPath(), "/"), Detail: leaf.ErrorKind.LocalizedString(v.printer)}
 	switch k := leaf.ErrorKind.(type) {
 	case *kind.Enum:
-		pe.Allowed = k.Want
+		pe.Allowed, pe.Detail = k.Want, shown(k.Got)+" is not one of the allowed values"
 	case *kind.Const:
-		pe.Allowed = []any{k.Want}
+		pe.Allowed, pe.Detail = []any{k.Want}, shown(k.Got)+" is not the allowed value"
 	case *kind.AdditionalProperties:
 		if len(k.Properties) > 0 {
 			pe.Pointer += "/" + escapePointer(k.Properties[0])
@@ -223,6 +223,18 @@ type ParamError struct {
 // maxShown bounds the bytes of allowed values an error message quotes.
 const maxShown = 512
 
+// shown is v's JSON form for a message, cut at maxShown bytes.
+func shown(v any) string {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Sprintf("%v", v)
+	}
+	if len(raw) > maxShown {
+		return string(raw[:maxShown]) + "…"
+	}
+	return string(raw)
+}
+
 func (e *ParamError) Error() string {
 	where := "params"
 	if e.Pointer != "" {
@@ -230,12 +242,7 @@ func (e *ParamError) Error() string {
 	}
 	msg := fmt.Sprintf("%s of %s, as resolved, breaks the connector's schema (%s): %s", where, e.Type, e.Rule, e.Detail)
 	if len(e.Allowed) > 0 {
-		raw, _ := json.Marshal(e.Allowed)
-		shown := string(raw)
-		if len(shown) > maxShown {
-			shown = shown[:maxShown] + "…"
-		}
-		msg += "; allowed: " + shown
+		msg += "; allowed: " + shown(e.Allowed)
 	}
 	return msg
 }
