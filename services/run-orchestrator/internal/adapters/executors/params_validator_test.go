@@ -152,3 +152,26 @@ func TestHTTPOutputFitsTheBound(t *testing.T) {
 		require.False(t, errors.Is(err, context.DeadlineExceeded))
 	})
 }
+
+// BenchmarkParamsValidator is the check's cost per attempt in the common case: valid params.
+func BenchmarkParamsValidator(b *testing.B) {
+	v, err := executors.NewParamsValidator(connectors.MustLoad())
+	require.NoError(b, err)
+	for _, tc := range []struct {
+		typ    string
+		params map[string]any
+	}{
+		{"log", map[string]any{"message": "n is 42"}},
+		{"http.request", map[string]any{"method": "POST", "url": "https://example.com/hook", "timeout_ms": 2000,
+			"headers": map[string]any{"authorization": "Bearer x", "content-type": "application/json"}, "body": map[string]any{"n": 42}}},
+	} {
+		b.Run(tc.typ, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := v.Validate(tc.typ, tc.params); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
