@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -26,6 +27,9 @@ import (
 // Each catalog schema is compiled once, when the validator is built.
 type ParamsValidator struct {
 	schemas map[string]*jsonschema.Schema
+	// texts is, per block type, its params the schema types as strings: each one (whole), or
+	// each member of one (members: headers, query).
+	texts map[string]map[string]textParam
 	// ceilings is, per block type, the most time an attempt may take: the catalog's maximum
 	// of its timeout_ms param, or its timeout_ms when it has no such param.
 	ceilings map[string]time.Duration
@@ -41,14 +45,14 @@ type ParamsValidator struct {
 // but are strings whose check costs nothing, so they keep theirs. Hidden params the server
 // adds (allow_private_network) are in the schema and pass it.
 func NewParamsValidator(catalog []connectors.Entry) (*ParamsValidator, error) {
-	v := &ParamsValidator{schemas: make(map[string]*jsonschema.Schema, len(catalog)),
+	v := &ParamsValidator{schemas: make(map[string]*jsonschema.Schema, len(catalog)), texts: make(map[string]map[string]textParam, len(catalog)),
 		ceilings: make(map[string]time.Duration, len(catalog)), printer: message.NewPrinter(language.English)}
 	for _, e := range catalog {
 		sch, ceiling, err := compileParams(e)
 		if err != nil {
 			return nil, fmt.Errorf("params schema of %s: %w", e.Type, err)
 		}
-		v.schemas[e.Type], v.ceilings[e.Type] = sch, ceiling
+		v.schemas[e.Type], v.ceilings[e.Type], v.texts[e.Type] = sch, ceiling, textParams(e)
 	}
 	return v, nil
 }
@@ -106,25 +110,38 @@ func goDurationFormat() *jsonschema.Format {
 	}}
 }
 
-// Validate checks params, as resolved for an attempt of a block of type typ. It returns a
-// *ParamError naming the first value that breaks the schema. A type the catalog does not know
-// passes (the engine then finds no executor for it).
-func (v *ParamsValidator) Validate(typ string, params map[string]any) error {
+// Check checks params, as resolved for an attempt of a block of type typ, and returns them as
+// the executor gets them. A *ParamError names the first value that breaks the schema. A type
+// the catalog does not know passes (the engine then finds no executor for it).
+//
+// A template that is a whole param keeps its value's type (contract §2), and connectors have
+// always taken a number or an object where the schema says string (a log message
+// "{{ steps.call.output.status }}", a header "{{ input.n }}"). Such a value is given as its
+// JSON text, as a template inside a longer string is; params is not changed (the attempt's
+// row keeps the resolved values), a copy is returned.
+func (v *ParamsValidator) Check(typ string, params map[string]any) (map[string]any, error) {
 	sch, ok := v.schemas[typ]
 	if !ok {
-		return nil
+		return params, nil
 	}
-	err := sch.Validate(params)
-	if err == nil {
-		return nil
+	params = asText(params, v.texts[typ])
+	if sch.Validate(params) == nil {
+		return params, nil
 	}
+	return params, v.explain(typ, sch, params)
+}
+
+// explain is the *ParamError of params that failed the check, or nil when they pass in JSON
+// form.
+func (v *ParamsValidator) explain(typ string, sch *jsonschema.Schema, params map[string]any) error {
 	// Templates may yield values of Go types the validator does not read ([]int from 1..3, an
 	// int64): they are checked again in their JSON form. Only a failure pays for this.
 	norm, nerr := jsonForm(params)
 	if nerr != nil {
 		return &ParamError{Type: typ, Pointer: "", Rule: "json", Detail: "the resolved params are not JSON: " + nerr.Error()}
 	}
-	if err = sch.Validate(norm); err == nil {
+	err := sch.Validate(norm)
+	if err == nil {
 		return nil
 	}
 	var ve *jsonschema.ValidationError
@@ -142,6 +159,92 @@ func (v *ParamsValidator) Bound(typ string, timeout time.Duration) time.Duration
 		return c
 	}
 	return timeout
+}
+
+// textParam says how a param the schema types as a string is found: the param itself, or
+// every member of it (an object of strings).
+type textParam int
+
+const (
+	textWhole textParam = iota + 1
+	textMembers
+)
+
+// textParams finds the params that hold text: {"type":"string"}, or an object whose
+// additionalProperties is {"type":"string"}.
+func textParams(e connectors.Entry) map[string]textParam {
+	var s struct {
+		Properties map[string]struct {
+			Type       any `json:"type"`
+			Additional *struct {
+				Type any `json:"type"`
+			} `json:"additionalProperties"`
+		} `json:"properties"`
+	}
+	out := map[string]textParam{}
+	if json.Unmarshal(e.Params, &s) != nil {
+		return out
+	}
+	for name, p := range s.Properties {
+		switch {
+		case p.Type == "string":
+			out[name] = textWhole
+		case p.Type == "object" && p.Additional != nil && p.Additional.Type == "string":
+			out[name] = textMembers
+		}
+	}
+	return out
+}
+
+// asText gives the values of params' text params that are not strings as their JSON text,
+// in a copy (params itself when there is none).
+func asText(params map[string]any, texts map[string]textParam) map[string]any {
+	out, copied := params, false
+	set := func(name string, val any) {
+		if !copied {
+			out, copied = maps.Clone(params), true
+		}
+		out[name] = val
+	}
+	for name, how := range texts {
+		val, ok := params[name]
+		if !ok {
+			continue
+		}
+		switch how {
+		case textWhole:
+			if t, changed := jsonText(val); changed {
+				set(name, t)
+			}
+		case textMembers:
+			m, _ := val.(map[string]any)
+			var members map[string]any
+			for k, x := range m {
+				if t, changed := jsonText(x); changed {
+					if members == nil {
+						members = maps.Clone(m)
+					}
+					members[k] = t
+				}
+			}
+			if members != nil {
+				set(name, members)
+			}
+		}
+	}
+	return out
+}
+
+// jsonText is v's JSON text when v is not a string (and is JSON).
+func jsonText(v any) (string, bool) {
+	if _, ok := v.(string); ok {
+		return "", false
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return "", false
+	}
+	return string(raw), true
 }
 
 func jsonForm(params map[string]any) (any, error) {

@@ -37,7 +37,7 @@ func TestParamsValidator(t *testing.T) {
 		{"TimeoutOverTheMaximum", "http.request", map[string]any{"method": "GET", "url": "https://example.com", "timeout_ms": 604800000}, "/timeout_ms", "maximum", nil},
 		{"TimeoutNotAnInteger", "http.request", map[string]any{"method": "GET", "url": "https://example.com", "timeout_ms": 1.5}, "/timeout_ms", "type", nil},
 		{"URLNotHTTP", "http.request", map[string]any{"method": "GET", "url": "file:///etc/passwd"}, "/url", "pattern", nil},
-		{"HeaderNotAString", "http.request", map[string]any{"method": "GET", "url": "https://e.com", "headers": map[string]any{"x": 1}}, "/headers/x", "type", nil},
+		{"HeadersNotAnObject", "http.request", map[string]any{"method": "GET", "url": "https://e.com", "headers": []any{"x"}}, "/headers", "type", nil},
 		{"UnknownParam", "log", map[string]any{"message": "m", "oops": 1}, "/oops", "additionalProperties", nil},
 		{"DurationGoCannotRead", "wait", map[string]any{"duration": "9999999999h"}, "/duration", "format", nil},
 		{"FailAttemptsOverTheMaximum", "fail", map[string]any{"message": "m", "fail_attempts": 1000}, "/fail_attempts", "maximum", nil},
@@ -57,7 +57,7 @@ func TestParamsValidator(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			err := v.Validate(tc.typ, tc.params)
+			_, err := v.Check(tc.typ, tc.params)
 			if tc.pointer == "" {
 				require.NoError(t, err)
 				return
@@ -73,15 +73,52 @@ func TestParamsValidator(t *testing.T) {
 
 	t.Run("MessageNamesTheAllowedValues", func(t *testing.T) {
 		t.Parallel()
-		err := v.Validate("http.request", map[string]any{"method": "TRACE", "url": "https://e.com"})
+		_, err := v.Check("http.request", map[string]any{"method": "TRACE", "url": "https://e.com"})
 		require.EqualError(t, err, `param /method of http.request, as resolved, breaks the connector's schema (enum): `+
 			`"TRACE" is not one of the allowed values; allowed: ["GET","POST","PUT","PATCH","DELETE","HEAD","OPTIONS"]`)
+	})
+
+	// A whole-param template keeps its type; where the schema says string, the connector gets
+	// its JSON text, as connectors always took it. The resolved params are left as they are.
+	t.Run("TextParamsTakeJSONText", func(t *testing.T) {
+		t.Parallel()
+		params := map[string]any{"message": 200}
+		got, err := v.Check("log", params)
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{"message": "200"}, got)
+		require.Equal(t, map[string]any{"message": 200}, params, "not changed in place")
+
+		got, err = v.Check("log", map[string]any{"message": map[string]any{"n": 1}})
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{"message": `{"n":1}`}, got)
+		got, err = v.Check("log", map[string]any{"message": nil})
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{"message": "null"}, got)
+
+		headers := map[string]any{"x-n": 7, "x-s": "s"}
+		got, err = v.Check("http.request", map[string]any{"method": "GET", "url": "https://e.com", "headers": headers, "query": map[string]any{"b": true}})
+		require.NoError(t, err)
+		require.Equal(t, map[string]any{"x-n": "7", "x-s": "s"}, got["headers"])
+		require.Equal(t, map[string]any{"b": "true"}, got["query"])
+		require.Equal(t, 7, headers["x-n"])
+
+		// Text that breaks the string's own rules still fails: a url must be http(s).
+		_, err = v.Check("http.request", map[string]any{"method": "GET", "url": 5})
+		var pe *executors.ParamError
+		require.ErrorAs(t, err, &pe)
+		require.Equal(t, "/url", pe.Pointer)
+		require.Equal(t, "pattern", pe.Rule)
+		// Not every param is text: a number where a number is due stays one.
+		got, err = v.Check("http.request", map[string]any{"method": "GET", "url": "https://e.com", "timeout_ms": 5})
+		require.NoError(t, err)
+		require.Equal(t, 5, got["timeout_ms"])
 	})
 
 	t.Run("NotJSON", func(t *testing.T) {
 		t.Parallel()
 		var pe *executors.ParamError
-		require.ErrorAs(t, v.Validate("transform", map[string]any{"value": func() {}}), &pe)
+		_, err := v.Check("transform", map[string]any{"value": func() {}})
+		require.ErrorAs(t, err, &pe)
 		require.Equal(t, "json", pe.Rule)
 	})
 
@@ -168,7 +205,7 @@ func BenchmarkParamsValidator(b *testing.B) {
 		b.Run(tc.typ, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := v.Validate(tc.typ, tc.params); err != nil {
+				if _, err := v.Check(tc.typ, tc.params); err != nil {
 					b.Fatal(err)
 				}
 			}

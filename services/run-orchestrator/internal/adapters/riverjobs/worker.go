@@ -234,7 +234,8 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if !ok {
 		return executors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
 	}
-	if err := q.params.Validate(st.Block.Type, st.Params); err != nil {
+	var err error
+	if st.Params, err = q.params.Check(st.Block.Type, st.Params); err != nil {
 		return executors.Result{}, err
 	}
 	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
