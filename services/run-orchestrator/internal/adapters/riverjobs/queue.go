@@ -53,6 +53,7 @@ type Queue struct {
 	store     *runstore.Store
 	executors map[string]executors.Executor
 	catalog   map[string]connectors.Entry
+	params    *executors.ParamsValidator
 	fair      *fairshare.Clock
 	turns     *turns
 	ceiling   *ceiling
@@ -115,11 +116,14 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 	for _, entry := range catalog {
 		q.catalog[entry.Type] = entry
 	}
+	var err error
+	if q.params, err = executors.NewParamsValidator(catalog); err != nil {
+		return nil, err
+	}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{q: q}); err != nil {
 		return nil, err
 	}
-	var err error
 	q.client, err = river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:            runstore.Schema,
 		ID:                cfg.Replica,

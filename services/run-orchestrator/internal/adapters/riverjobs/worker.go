@@ -278,6 +278,9 @@ func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Res
 		if le := expression.AsLimit(execErr); le != nil {
 			code = le.Code
 		}
+		if pe := (*executors.ParamError)(nil); errors.As(execErr, &pe) {
+			code = run.CodeInvalidParam
+		}
 		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Input: input, Now: now}
 	}
 	if w := res.Wait; w != nil {
@@ -314,6 +317,10 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if !ok {
 		return executors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
 	}
+	var err error
+	if st.Params, err = q.params.Check(st.Block.Type, st.Params); err != nil {
+		return executors.Result{}, err
+	}
 	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
 	if ms, ok := executors.IntParam(st.Params["timeout_ms"]); ok && ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
@@ -321,6 +328,7 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	timeout = q.params.Bound(st.Block.Type, timeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	input := st.Scope["input"]
