@@ -175,10 +175,23 @@ func TestConcurrencyLimit(t *testing.T) {
 		b := sys.setup(t)
 		b.workflow(t, "wf_fail", 1, def([]string{`{"block_id":"start","type":"trigger.manual","params":{"concurrency":{"limit":1}}}`,
 			`{"block_id":"boom","type":"fail","params":{"message":"no"}}`}, edge("start", "boom")))
-		ids := b.startAll(t, "wf_fail", 3, nil)
+		var ids []string // started one after the other: the first is admitted, the others held
+		for range 3 {
+			ids = append(ids, b.startRun(t, "wf_fail", nil))
+		}
 		for _, id := range ids {
 			got := b.waitStatus(t, id, "failed")
 			require.Nil(t, got["queue"])
+		}
+		// Each next run was admitted by the transaction that failed the one before (not later,
+		// by the sweep's catch-up of stranded runs).
+		pool := db(t, sys.dbURL)
+		for i := 1; i < len(ids); i++ {
+			var gap time.Duration
+			require.NoError(t, pool.QueryRow(t.Context(), `SELECT extract(epoch FROM s.at - p.finished_at) * interval '1 second'
+				FROM orchestrator.run_statuses s, orchestrator.runs p
+				WHERE s.run_id = $1 AND s.status = 'queued' AND s.queue IS NULL AND p.id = $2`, ids[i], ids[i-1]).Scan(&gap))
+			require.Less(t, gap, time.Second, "run %d was admitted %s after run %d failed", i, gap, i-1)
 		}
 	})
 
