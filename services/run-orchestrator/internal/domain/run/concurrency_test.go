@@ -21,7 +21,7 @@ func TestConcurrencyGroup(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name, conc, input, key, err string
-		limit                      int
+		limit                       int
 	}{
 		{"NoKey", `{"limit":3}`, `{"customer":"acme"}`, "", "", 3},
 		{"Field", `{"limit":2,"key":"{{ input.customer }}"}`, `{"customer":"acme"}`, "acme", "", 2},
