@@ -4,6 +4,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -68,16 +69,39 @@ func fillRun(r *run.Record, started, finished, wakeAt *time.Time, wBlock, wKind,
 	}
 }
 
+// queueColumn is why a run is held back for a slot of its concurrency group, as run.Queued's
+// JSON (NULL when it is not): the group's in-progress count is read only for such a run.
+const queueColumn = `, CASE WHEN r.status = 'queued' AND NOT r.admitted THEN jsonb_build_object('reason', '` + run.QueueReasonConcurrency + `',
+	'key', r.concurrency_key, 'limit', r.concurrency_limit,
+	'in_progress', (SELECT count(*) FROM runs c WHERE c.organization_id = r.organization_id AND c.workflow_id = r.workflow_id
+		AND c.concurrency_key = r.concurrency_key AND c.admitted AND c.status IN ('queued', 'running', 'waiting'))) END`
+
 // Get returns the run id of org, or run.ErrNotFound.
 func (s *RunReader) Get(ctx context.Context, org, id string) (run.Record, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org))
+	var queue []byte
+	r, err := scanRun(withExtra{s.pool.QueryRow(ctx, `SELECT `+runColumns+queueColumn+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org), &queue})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run.Record{}, fmt.Errorf("get run %s: %w", id, run.ErrNotFound)
 	}
 	if err != nil {
 		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
 	}
+	if r.Queue, err = toQueued(queue); err != nil {
+		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
+	}
 	return r, nil
+}
+
+// toQueued reads a queue column (nil: not held back).
+func toQueued(raw []byte) (*run.Queued, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var q run.Queued
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	return &q, nil
 }
 
 // runBytes is what a run costs a page: its JSON members as the text Postgres stores, plus 512
@@ -203,7 +227,7 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq`, id, after)
 	// From the cursor's own sequence on: a status logged at the sequence of an attempt's
 	// change (a run migrated in flight) may not have been sent yet.
-	b.Queue(`SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at
+	b.Queue(`SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at, queue
 		FROM run_statuses WHERE run_id = $1 AND seq >= $2 ORDER BY seq`, id, after)
 	b.Queue(`COMMIT`)
 	br := s.pool.SendBatch(ctx, b)
@@ -293,9 +317,15 @@ func readStatuses(br pgx.BatchResults) ([]run.StatusChange, error) {
 			block, kind, signal *string
 			wake                *time.Time
 		)
-		if err := rows.Scan(&c.Seq, &c.Status, &block, &kind, &wake, &signal, &c.At); err != nil {
+		var queue []byte
+		if err := rows.Scan(&c.Seq, &c.Status, &block, &kind, &wake, &signal, &c.At, &queue); err != nil {
 			return nil, err
 		}
+		q, err := toQueued(queue)
+		if err != nil {
+			return nil, err
+		}
+		c.Queue = q
 		if block != nil && kind != nil && c.Status == run.StatusWaiting {
 			c.Waiting = &run.Waiting{BlockID: *block, Kind: *kind}
 			if wake != nil {

@@ -29,6 +29,23 @@ type waitingResponse struct {
 	Signal  string     `json:"signal,omitempty"`
 }
 
+// queueResponse says why a queued run is held back: it waits for a slot of its workflow's
+// concurrency group.
+type queueResponse struct {
+	Reason     string `json:"reason"`
+	Message    string `json:"message"`
+	Key        string `json:"key"`
+	Limit      int    `json:"limit"`
+	InProgress int    `json:"in_progress"`
+}
+
+func toQueueResponse(q *run.Queued) *queueResponse {
+	if q == nil {
+		return nil
+	}
+	return &queueResponse{Reason: q.Reason, Message: q.Message(), Key: q.Key, Limit: q.Limit, InProgress: q.InProgress}
+}
+
 type workflowResponse struct {
 	ID         string          `json:"id"`
 	Version    int64           `json:"version"`
@@ -46,6 +63,7 @@ type runResponse struct {
 	Error           json.RawMessage   `json:"error"`
 	Trigger         json.RawMessage   `json:"trigger"`
 	Waiting         *waitingResponse  `json:"waiting"`
+	Queue           *queueResponse    `json:"queue"`
 	CreatedAt       wire.Time         `json:"createdAt"`
 	StartedAt       wire.Time         `json:"startedAt"`
 	FinishedAt      wire.Time         `json:"finishedAt"`
@@ -73,6 +91,7 @@ func toRunResponse(r run.Record, withWorkflow bool) runResponse {
 		}
 		out.Waiting = w
 	}
+	out.Queue = toQueueResponse(r.Queue)
 	if withWorkflow {
 		out.Workflow = &workflowResponse{ID: r.WorkflowID, Version: r.WorkflowVersion, Definition: orNull(r.Definition)}
 	}
