@@ -89,7 +89,42 @@ func (s *RunReader) Get(ctx context.Context, org, id string) (run.Record, error)
 	if r.Queue, err = toQueued(queue); err != nil {
 		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
 	}
+	if r.Status == run.StatusQueued && r.Queue == nil {
+		if r.Queue, err = s.waitingForWorker(ctx, org, id); err != nil {
+			return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
+		}
+	}
 	return r, nil
+}
+
+// workerQuery finds the run's job waiting in the queue and counts the jobs River would take
+// before it (its fetch order: priority, tag, id), at most run.MaxAhead of them, and those of
+// the run's organization among them. No row: the run has no job waiting (it is being taken).
+const workerQuery = `WITH j AS (
+	SELECT priority, scheduled_at, id FROM river_job
+	WHERE kind = $1 AND args @> jsonb_build_object('run_id', $2::text) AND state = 'available' AND queue = 'default'
+	ORDER BY id LIMIT 1)
+SELECT count(a.id), count(a.id) FILTER (WHERE a.org = $3)
+FROM j LEFT JOIN LATERAL (
+	SELECT rj.id, rj.args->>'org' AS org FROM river_job rj
+	WHERE rj.state = 'available' AND rj.queue = 'default' AND rj.scheduled_at <= now()
+		AND (rj.priority, rj.scheduled_at, rj.id) < (j.priority, j.scheduled_at, j.id)
+	ORDER BY rj.priority, rj.scheduled_at, rj.id LIMIT $4) a ON true
+GROUP BY j.id`
+
+// waitingForWorker is why a queued run that holds no concurrency slot waits: its job is in
+// the queue, behind the jobs it counts (nil when it has no job waiting). Only a read of one
+// queued run pays for it.
+func (s *RunReader) waitingForWorker(ctx context.Context, org, id string) (*run.Queued, error) {
+	var ahead, own int
+	err := s.pool.QueryRow(ctx, workerQuery, run.Spec, id, org, run.MaxAhead).Scan(&ahead, &own)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue position: %w", err)
+	}
+	return &run.Queued{Reason: run.QueueReasonWorker, Ahead: ahead, AheadOwn: own}, nil
 }
 
 // toQueued reads a queue column (nil: not held back).

@@ -7,11 +7,10 @@ import (
 	"math"
 	"strconv"
 	"strings"
-
-	"github.com/expr-lang/expr"
-	"github.com/expr-lang/expr/vm"
+	"time"
 
 	"svc.dev/proto/connectors"
+	"svc.dev/proto/connectors/expression"
 )
 
 // A workflow's trigger may declare concurrency: {limit, key?}: at most limit runs of the
@@ -28,11 +27,9 @@ const (
 	// maxKeyTemplateBytes bounds the key's template, which is compiled at every dispatch of a
 	// workflow not in the snapshot cache.
 	maxKeyTemplateBytes = 1024
-	// keyMemoryBudget bounds what one evaluation of the key may allocate (expr-lang counts
-	// the nodes a program builds): a key is a field or two of the input, not a computation.
-	keyMemoryBudget = 10000
-	// maxKeyNodes bounds the size of a key's compiled expression.
-	maxKeyNodes = 1000
+	// A key is a field or two of the input, not a computation: its evaluation, in the start
+	// request, gets a small budget of its own (the same bounded evaluator as templates).
+	keySteps, keyBytes, keyTime = 1000, 64 << 10, 5 * time.Millisecond
 )
 
 // ConcurrencyParam is the trigger param that declares the limit.
@@ -53,7 +50,7 @@ type Concurrency struct {
 
 type keySegment struct {
 	text string
-	prog *vm.Program // nil: literal text
+	prog *expression.Program // nil: literal text
 }
 
 // Group is the concurrency group one run belongs to, decided at its dispatch.
@@ -69,15 +66,49 @@ type Queued struct {
 	Key        string `json:"key"`
 	Limit      int    `json:"limit"`
 	InProgress int    `json:"in_progress"`
+	// Ahead is, for a run waiting for a worker (QueueReasonWorker), how many jobs are queued
+	// before its job (at most MaxAhead), and AheadOwn how many of them are its organization's.
+	Ahead    int `json:"ahead,omitempty"`
+	AheadOwn int `json:"ahead_own,omitempty"`
 }
+
+// QueueReasonWorker is the reason of a queued run whose job waits in the queue for a worker.
+const QueueReasonWorker = "waiting_for_worker"
+
+// MaxAhead is the most jobs ahead a run's queue position counts.
+const MaxAhead = 10000
 
 // Message says in words why the run waits.
 func (q *Queued) Message() string {
+	if q.Reason == QueueReasonWorker {
+		return q.workerMessage()
+	}
 	of := "runs of this workflow"
 	if q.Key != "" {
 		of += " with key " + strconv.Quote(q.Key)
 	}
 	return fmt.Sprintf("waiting for a slot: %d of %d %s are in progress", q.InProgress, q.Limit, of)
+}
+
+func (q *Queued) workerMessage() string {
+	ahead := strconv.Itoa(q.Ahead)
+	if q.Ahead >= MaxAhead {
+		ahead = "over " + strconv.Itoa(MaxAhead)
+	}
+	jobs := ahead + " jobs"
+	if q.Ahead == 1 {
+		jobs = "1 job"
+	}
+	switch {
+	case q.Ahead == 0:
+		return "waiting for a worker: next in line"
+	case q.AheadOwn == q.Ahead:
+		return fmt.Sprintf("waiting for a worker: organization at its share (%s of this organization queued ahead)", jobs)
+	case q.AheadOwn > 0:
+		return fmt.Sprintf("waiting for a worker: %s queued ahead, %d of them this organization's (organizations take turns)", jobs, q.AheadOwn)
+	default:
+		return fmt.Sprintf("waiting for a worker: %s of other organizations queued ahead (organizations take turns)", jobs)
+	}
 }
 
 // KeyError says why a run's concurrency key could not be evaluated over its input: the start
@@ -137,7 +168,7 @@ func parseConcurrency(raw any) (*Concurrency, error) {
 			c.segs = append(c.segs, keySegment{text: s.Text})
 			continue
 		}
-		prog, err := expr.Compile(s.Text, expr.AllowUndefinedVariables(), expr.MaxNodes(maxKeyNodes))
+		prog, err := expression.Compile(s.Text)
 		if err != nil {
 			return nil, fmt.Errorf("key: expression %q: %w", s.Text, err)
 		}
@@ -172,13 +203,13 @@ func limitOf(v any) (int, error) {
 func (c *Concurrency) GroupOf(input any) (Group, error) {
 	var b strings.Builder
 	scope := map[string]any{"input": input}
+	budget := expression.NewBudget(expression.Limits{Timeout: keyTime, Steps: keySteps, Bytes: keyBytes, Inline: true})
 	for _, s := range c.segs {
 		if s.prog == nil {
 			b.WriteString(s.text)
 			continue
 		}
-		v := vm.VM{MemoryBudget: keyMemoryBudget}
-		out, err := v.Run(s.prog, scope)
+		out, err := s.prog.Run(scope, budget)
 		if err != nil {
 			return Group{}, &KeyError{Reason: fmt.Sprintf("{{ %s }} failed over this input: %s", s.text, err)}
 		}

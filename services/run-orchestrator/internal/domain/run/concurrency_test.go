@@ -35,7 +35,7 @@ func TestConcurrencyGroup(t *testing.T) {
 		{"Bool", `{"limit":1,"key":"{{ input.c }}"}`, `{"c":true}`, "", "a boolean", 0},
 		{"MissingInText", `{"limit":1,"key":"c-{{ input.c }}"}`, `{}`, "", "gave null", 0},
 		{"TooLong", `{"limit":1,"key":"{{ input.c }}"}`, `{"c":"` + strings.Repeat("x", 201) + `"}`, "", "more than 200 bytes", 0},
-		{"MemoryBound", `{"limit":1,"key":"{{ string(len(map(1..100000000, # * 2))) }}"}`, `{}`, "", "memory budget", 0},
+		{"MemoryBound", `{"limit":1,"key":"{{ string(len(map(1..100000000, # * 2))) }}"}`, `{}`, "", "budget exceeded", 0},
 		{"StepsNotInScope", `{"limit":1,"key":"{{ steps.a.output.c }}"}`, `{}`, "", "failed over this input", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

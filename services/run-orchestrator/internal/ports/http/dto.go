@@ -29,21 +29,31 @@ type waitingResponse struct {
 	Signal  string     `json:"signal,omitempty"`
 }
 
-// queueResponse says why a queued run is held back: it waits for a slot of its workflow's
-// concurrency group.
+// queueResponse says why a queued run waits: for a slot of its workflow's concurrency group,
+// or for a worker (its job is in the queue).
 type queueResponse struct {
-	Reason     string `json:"reason"`
-	Message    string `json:"message"`
-	Key        string `json:"key"`
-	Limit      int    `json:"limit"`
-	InProgress int    `json:"in_progress"`
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// For concurrency_limit: the group's key, its limit and the runs of it in progress.
+	Key        *string `json:"key,omitempty"`
+	Limit      *int    `json:"limit,omitempty"`
+	InProgress *int    `json:"in_progress,omitempty"`
+	// For waiting_for_worker: the jobs queued ahead of the run's, and its organization's of them.
+	Ahead    *int `json:"ahead,omitempty"`
+	AheadOwn *int `json:"ahead_own,omitempty"`
 }
 
 func toQueueResponse(q *run.Queued) *queueResponse {
 	if q == nil {
 		return nil
 	}
-	return &queueResponse{Reason: q.Reason, Message: q.Message(), Key: q.Key, Limit: q.Limit, InProgress: q.InProgress}
+	out := &queueResponse{Reason: q.Reason, Message: q.Message()}
+	if q.Reason == run.QueueReasonWorker {
+		out.Ahead, out.AheadOwn = &q.Ahead, &q.AheadOwn
+	} else {
+		out.Key, out.Limit, out.InProgress = &q.Key, &q.Limit, &q.InProgress
+	}
+	return out
 }
 
 type workflowResponse struct {
