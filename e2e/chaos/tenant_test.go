@@ -54,13 +54,28 @@ func (tn *tenant) workflow(t *testing.T, kind string, def map[string]any) {
 // start starts a run of kind as the tenant's user, or with the API key when key is set,
 // retrying what a careful client retries (429 after Retry-After, no answer, 5xx) until
 // deadline: within its limits means waiting when the rate limit says so.
+// Each start carries an Idempotency-Key, so a retry after a lost answer starts no second run.
 func (tn *tenant) start(ctx context.Context, deadline time.Time, kind, key string, input map[string]any) reply {
 	body := map[string]any{"input": input}
 	path := "/api/workflows/" + tn.wf[kind] + "/run"
+	idem := tn.name + "-" + randHex(8)
 	if key != "" {
-		return tn.api.retry(ctx, deadline, "run.start", "POST", path, body, false, "X-Api-Key", key)
+		return tn.api.retry(ctx, deadline, "run.start", "POST", path, body, false, "X-Api-Key", key, "Idempotency-Key", idem)
 	}
-	return tn.api.retry(ctx, deadline, "run.start", "POST", path, body, true)
+	return tn.api.retry(ctx, deadline, "run.start", "POST", path, body, true, "Idempotency-Key", idem)
+}
+
+// answer says what a reply was, for the report: its status and error code, or the transport
+// error when no answer came.
+func answer(r reply) string {
+	if r.status == 0 {
+		return fmt.Sprintf("no answer (%v)", r.err)
+	}
+	code := r.str("error")
+	if code == "" {
+		code = r.str("code")
+	}
+	return fmt.Sprintf("%d %s", r.status, code)
 }
 
 // runState is what a GET of a run says of its end.
