@@ -582,9 +582,12 @@ var mcpOutputs = map[string]struct { //nolint:gochecknoglobals // test table
 }{
 	"connectors_list":    {maps: []mcpOutputMap{{"/properties/connectors/items", "#/components/schemas/Connector"}}},
 	"connector_describe": {maps: []mcpOutputMap{{"", "#/components/schemas/Connector"}}},
-	"workflows_list":     {maps: []mcpOutputMap{{"/properties/workflows/items", "listWorkflows 200#/properties/items/items"}}},
-	"workflows_get":      {maps: []mcpOutputMap{{"", "#/components/schemas/Workflow"}}},
-	"workflows_create":   {maps: []mcpOutputMap{{"", "createWorkflow 201"}}},
+	"workflows_list": {maps: []mcpOutputMap{
+		{"/properties/workflows/items", "listWorkflows 200#/properties/items/items"},
+		{"/properties/next_cursor", "listWorkflows 200#/properties/nextCursor"},
+	}},
+	"workflows_get":    {maps: []mcpOutputMap{{"", "#/components/schemas/Workflow"}}},
+	"workflows_create": {maps: []mcpOutputMap{{"", "createWorkflow 201"}}},
 	// workflow_id echoes the argument, so the answer says which workflow it is about.
 	"workflows_patch": {maps: []mcpOutputMap{{"", "editWorkflow 200"}}, own: []string{"workflow_id"}},
 	"workflows_validate": {maps: []mcpOutputMap{
@@ -606,8 +609,11 @@ var mcpOutputs = map[string]struct { //nolint:gochecknoglobals // test table
 	"runs_signal": {maps: []mcpOutputMap{{"", "signalRun 202"}}},
 	"runs_cancel": {maps: []mcpOutputMap{{"", "cancelRun 202"}}},
 	// finished, waiting and timed_out say why the wait ended.
-	"runs_wait":        {maps: []mcpOutputMap{{"/properties/run", "getRun 200"}}, own: []string{"finished", "waiting", "timed_out"}},
-	"schedules_list":   {maps: []mcpOutputMap{{"/properties/schedules/items", "listSchedules 200#/properties/items/items"}}},
+	"runs_wait": {maps: []mcpOutputMap{{"/properties/run", "getRun 200"}}, own: []string{"finished", "waiting", "timed_out"}},
+	"schedules_list": {maps: []mcpOutputMap{
+		{"/properties/schedules/items", "listSchedules 200#/properties/items/items"},
+		{"/properties/next_cursor", "listSchedules 200#/properties/nextCursor"},
+	}},
 	"schedules_create": {maps: []mcpOutputMap{{"", "createSchedule 201"}}},
 	"schedules_update": {maps: []mcpOutputMap{{"", "updateSchedule 200"}}},
 	"schedules_delete": {own: []string{"id", "deleted"}}, // the API answers 204

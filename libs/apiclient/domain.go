@@ -46,25 +46,29 @@ func (c *Client) send(ctx context.Context, key, method, path string, body any, h
 	return resp.body, nil
 }
 
-// listAll reads every page of a list.
-func (c *Client) listAll(ctx context.Context, key, path string, q url.Values) ([]json.RawMessage, error) {
+// eachPage reads a list page by page, from the start to the last page (nextCursor null), and
+// calls fn with each page's items: only one page is held at a time, however long the list.
+func (c *Client) eachPage(ctx context.Context, key, path string, q url.Values, fn func(items []json.RawMessage) error) error {
 	if q == nil {
 		q = url.Values{}
 	}
 	q.Set("limit", strconv.Itoa(pageLimit))
-	items := []json.RawMessage{}
 	for {
 		raw, err := c.get(ctx, key, path, q)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		var p Page
 		if err := json.Unmarshal(raw, &p); err != nil {
-			return nil, err
+			return err
 		}
-		items = append(items, p.Items...)
+		if err := fn(p.Items); err != nil {
+			return err
+		}
+		// A page may be short and not the last (the API stops a page at a byte budget): only a
+		// null cursor ends the list.
 		if p.NextCursor == nil || *p.NextCursor == "" || len(p.Items) == 0 {
-			return items, nil
+			return nil
 		}
 		q.Set("after", *p.NextCursor)
 	}
@@ -81,9 +85,15 @@ func join(parts ...string) string {
 	return out
 }
 
-// ListWorkflows lists every workflow of the organization, newest first.
-func (c *Client) ListWorkflows(ctx context.Context, key string) ([]json.RawMessage, error) {
-	return c.listAll(ctx, key, "/api/workflows", nil)
+// EachWorkflow calls fn with every workflow of the organization, newest first, a page at a time.
+func (c *Client) EachWorkflow(ctx context.Context, key string, fn func(items []json.RawMessage) error) error {
+	return c.eachPage(ctx, key, "/api/workflows", nil, fn)
+}
+
+// ListWorkflowsPage reads one page of workflows after cursor ("" from the start); limit 0 is
+// the API's default.
+func (c *Client) ListWorkflowsPage(ctx context.Context, key, after string, limit int) (*Page, error) {
+	return c.page(ctx, key, "/api/workflows", map[string]string{"after": after}, limit)
 }
 
 // GetWorkflow reads a workflow.
@@ -154,8 +164,9 @@ func (c *Client) GetRun(ctx context.Context, key, runID string, withWorkflow boo
 	return c.get(ctx, key, join("/api/runs/", runID), q)
 }
 
-// ListRuns lists runs, optionally of one workflow or in one status.
-func (c *Client) ListRuns(ctx context.Context, key, workflowID, status string) ([]json.RawMessage, error) {
+// EachRun calls fn with every run, newest first, a page at a time, optionally of one workflow
+// or in one status.
+func (c *Client) EachRun(ctx context.Context, key, workflowID, status string, fn func(items []json.RawMessage) error) error {
 	q := url.Values{}
 	if workflowID != "" {
 		q.Set("workflowId", workflowID)
@@ -163,7 +174,7 @@ func (c *Client) ListRuns(ctx context.Context, key, workflowID, status string) (
 	if status != "" {
 		q.Set("status", status)
 	}
-	return c.listAll(ctx, key, "/api/runs", q)
+	return c.eachPage(ctx, key, "/api/runs", q, fn)
 }
 
 // ListRunsPage reads one page of runs after cursor ("" from the start), optionally of one
@@ -172,7 +183,9 @@ func (c *Client) ListRunsPage(ctx context.Context, key, workflowID, status, afte
 	return c.page(ctx, key, "/api/runs", map[string]string{"workflowId": workflowID, "status": status, "after": after}, limit)
 }
 
-// Logs reads one page of a run's step attempts after cursor ("" from the start).
+// Logs reads one page of a run's step attempts after cursor ("" from the start). A page may
+// hold fewer than limit attempts and not be the last (the API stops a page at a byte budget):
+// a reader of the whole log goes on until a page is empty.
 func (c *Client) Logs(ctx context.Context, key, runID, after string, limit int) (*Page, error) {
 	return c.page(ctx, key, join("/api/runs/", runID, "/logs"), map[string]string{"after": after}, limit)
 }
@@ -216,13 +229,20 @@ func (c *Client) SignalRun(ctx context.Context, key, runID string, req SignalReq
 	return c.send(ctx, key, http.MethodPost, join("/api/runs/", runID, "/signals"), req, nil)
 }
 
-// ListSchedules lists the organization's schedules, optionally of one workflow.
-func (c *Client) ListSchedules(ctx context.Context, key, workflowID string) ([]json.RawMessage, error) {
+// EachSchedule calls fn with every schedule of the organization, a page at a time, optionally
+// of one workflow.
+func (c *Client) EachSchedule(ctx context.Context, key, workflowID string, fn func(items []json.RawMessage) error) error {
 	q := url.Values{}
 	if workflowID != "" {
 		q.Set("workflowId", workflowID)
 	}
-	return c.listAll(ctx, key, "/api/schedules", q)
+	return c.eachPage(ctx, key, "/api/schedules", q, fn)
+}
+
+// ListSchedulesPage reads one page of schedules after cursor ("" from the start), optionally
+// of one workflow; limit 0 is the API's default.
+func (c *Client) ListSchedulesPage(ctx context.Context, key, workflowID, after string, limit int) (*Page, error) {
+	return c.page(ctx, key, "/api/schedules", map[string]string{"workflowId": workflowID, "after": after}, limit)
 }
 
 // CreateScheduleRequest is POST /api/schedules's body (contract §4).

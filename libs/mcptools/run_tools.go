@@ -50,6 +50,32 @@ type RunsLogsInput struct {
 	Limit int    `json:"limit,omitempty" jsonschema:"page size, 1-1000 (default 100)"`
 }
 
+// boundedBytes bounds the items of one list tool's answer (their JSON): a model reads the
+// answer whole, and the server that builds it (the gateway, over HTTP) is shared.
+const boundedBytes = 256 << 10
+
+// boundedPage reads one page with fetch(limit). A page whose items pass boundedBytes is read
+// again with the limit cut to the leading items that fit (at least one), so the answer stays
+// bounded and its next_cursor is the API's own: no cursor is made up, no item skipped.
+func boundedPage(limit int, fetch func(limit int) (*api.Page, error)) (*api.Page, error) {
+	p, err := fetch(limit)
+	if err != nil {
+		return nil, err
+	}
+	fit, total := 0, 0
+	for _, it := range p.Items {
+		total += len(it)
+		if fit > 0 && total > boundedBytes {
+			break
+		}
+		fit++
+	}
+	if fit == len(p.Items) {
+		return p, nil
+	}
+	return fetch(fit)
+}
+
 // RunsLogsOutput is one page of attempts.
 type RunsLogsOutput struct {
 	Attempts   []api.Attempt `json:"attempts"`
@@ -98,7 +124,7 @@ func (t *tools) addRunTools(s *mcp.Server) {
 	}, t.runsList)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "runs_logs", Title: "Read a run's logs", Annotations: readOnly(),
-		Description: "Returns a run's step attempts (block_id, type, attempt, status, resolved input, output, error, durationMs), each listed once in its latest state. Pass next_cursor as after to get only the attempts that changed since.",
+		Description: "Returns a run's step attempts (block_id, type, attempt, status, resolved input, output, error, durationMs), each listed once in its latest state, one page at a time. Pass next_cursor as after to get the next page, and later only the attempts that changed since; a page can be shorter than limit and not the last: the log is read to its end when a call returns no attempts.",
 	}, t.runsLogs)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "runs_signal", Title: "Signal a run",
@@ -165,7 +191,9 @@ func (t *tools) runsList(ctx context.Context, req *mcp.CallToolRequest, in RunsL
 	if err != nil {
 		return nil, RunsListOutput{}, err
 	}
-	page, err := p.Client.ListRunsPage(ctx, p.Key, in.WorkflowID, in.Status, in.After, in.Limit)
+	page, err := boundedPage(in.Limit, func(limit int) (*api.Page, error) {
+		return p.Client.ListRunsPage(ctx, p.Key, in.WorkflowID, in.Status, in.After, limit)
+	})
 	if err != nil {
 		return nil, RunsListOutput{}, toolError(err)
 	}
@@ -188,7 +216,9 @@ func (t *tools) runsLogs(ctx context.Context, req *mcp.CallToolRequest, in RunsL
 	if err != nil {
 		return nil, RunsLogsOutput{}, err
 	}
-	page, err := p.Client.Logs(ctx, p.Key, in.RunID, in.After, in.Limit)
+	page, err := boundedPage(in.Limit, func(limit int) (*api.Page, error) {
+		return p.Client.Logs(ctx, p.Key, in.RunID, in.After, limit)
+	})
 	if err != nil {
 		return nil, RunsLogsOutput{}, toolError(err)
 	}

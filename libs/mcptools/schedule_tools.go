@@ -10,14 +10,17 @@ import (
 	api "svc.dev/libs/apiclient"
 )
 
-// SchedulesListInput filters schedules.
+// SchedulesListInput filters and pages schedules.
 type SchedulesListInput struct {
 	WorkflowID string `json:"workflow_id,omitempty" jsonschema:"only this workflow's schedules"`
+	After      string `json:"after,omitempty" jsonschema:"next_cursor of the previous page"`
+	Limit      int    `json:"limit,omitempty" jsonschema:"page size, 1-500 (default 50)"`
 }
 
-// SchedulesListOutput is the organization's schedules.
+// SchedulesListOutput is one page of the organization's schedules.
 type SchedulesListOutput struct {
-	Schedules []api.Schedule `json:"schedules"`
+	Schedules  []api.Schedule `json:"schedules"`
+	NextCursor *string        `json:"next_cursor" jsonschema:"pass as after for the next page; null after the last"`
 }
 
 // SchedulesCreateInput is a new schedule.
@@ -46,7 +49,7 @@ type ScheduleRef struct {
 func (t *tools) addScheduleTools(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "schedules_list", Title: "List schedules", Annotations: readOnly(),
-		Description: "Lists the organization's schedules (cron, timezone, input, enabled, lastFiredAt, nextFireAt), optionally of one workflow.",
+		Description: "Lists the organization's schedules (cron, timezone, input, enabled, lastFiredAt, nextFireAt), optionally of one workflow, one page at a time; page with after = next_cursor.",
 	}, t.schedulesList)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "schedules_create", Title: "Create a schedule",
@@ -68,12 +71,14 @@ func (t *tools) schedulesList(ctx context.Context, req *mcp.CallToolRequest, in 
 	if err != nil {
 		return nil, SchedulesListOutput{}, err
 	}
-	raw, err := p.Client.ListSchedules(ctx, p.Key, in.WorkflowID)
+	page, err := boundedPage(in.Limit, func(limit int) (*api.Page, error) {
+		return p.Client.ListSchedulesPage(ctx, p.Key, in.WorkflowID, in.After, limit)
+	})
 	if err != nil {
 		return nil, SchedulesListOutput{}, toolError(err)
 	}
-	out := SchedulesListOutput{Schedules: make([]api.Schedule, 0, len(raw))}
-	for _, r := range raw {
+	out := SchedulesListOutput{Schedules: make([]api.Schedule, 0, len(page.Items)), NextCursor: page.NextCursor}
+	for _, r := range page.Items {
 		s, err := api.Decode[api.Schedule](r)
 		if err != nil {
 			return nil, SchedulesListOutput{}, toolError(err)

@@ -15,12 +15,17 @@ type WorkflowRef struct {
 	WorkflowID string `json:"workflow_id" jsonschema:"the workflow's id (wf_...)"`
 }
 
-// WorkflowsListInput takes nothing.
-type WorkflowsListInput struct{}
+// WorkflowsListInput pages workflows.
+type WorkflowsListInput struct {
+	After string `json:"after,omitempty" jsonschema:"next_cursor of the previous page"`
+	Limit int    `json:"limit,omitempty" jsonschema:"page size, 1-500 (default 50)"`
+}
 
-// WorkflowsListOutput is every workflow of the organization, newest first, without definitions.
+// WorkflowsListOutput is one page of the organization's workflows, newest first, without
+// definitions.
 type WorkflowsListOutput struct {
-	Workflows []api.WorkflowSummary `json:"workflows"`
+	Workflows  []api.WorkflowSummary `json:"workflows"`
+	NextCursor *string               `json:"next_cursor" jsonschema:"pass as after for the next page; null after the last"`
 }
 
 // WorkflowsCreateInput is a new workflow.
@@ -60,7 +65,7 @@ type Deleted struct {
 func (t *tools) addWorkflowTools(s *mcp.Server) {
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "workflows_list", Title: "List workflows", Annotations: readOnly(),
-		Description: "Lists the organization's workflows, newest first (id, name, description, version; no definitions: use workflows_get).",
+		Description: "Lists the organization's workflows, newest first (id, name, description, version; no definitions: use workflows_get), one page at a time; page with after = next_cursor.",
 	}, t.workflowsList)
 	mcp.AddTool(s, &mcp.Tool{
 		Name: "workflows_get", Title: "Get a workflow", Annotations: readOnly(),
@@ -87,17 +92,19 @@ func (t *tools) addWorkflowTools(s *mcp.Server) {
 	}, t.workflowsDelete)
 }
 
-func (t *tools) workflowsList(ctx context.Context, req *mcp.CallToolRequest, _ WorkflowsListInput) (*mcp.CallToolResult, WorkflowsListOutput, error) {
+func (t *tools) workflowsList(ctx context.Context, req *mcp.CallToolRequest, in WorkflowsListInput) (*mcp.CallToolResult, WorkflowsListOutput, error) {
 	p, err := t.who(ctx, req.Extra)
 	if err != nil {
 		return nil, WorkflowsListOutput{}, err
 	}
-	raw, err := p.Client.ListWorkflows(ctx, p.Key)
+	page, err := boundedPage(in.Limit, func(limit int) (*api.Page, error) {
+		return p.Client.ListWorkflowsPage(ctx, p.Key, in.After, limit)
+	})
 	if err != nil {
 		return nil, WorkflowsListOutput{}, toolError(err)
 	}
-	out := WorkflowsListOutput{Workflows: make([]api.WorkflowSummary, 0, len(raw))}
-	for _, r := range raw {
+	out := WorkflowsListOutput{Workflows: make([]api.WorkflowSummary, 0, len(page.Items)), NextCursor: page.NextCursor}
+	for _, r := range page.Items {
 		w, err := api.Decode[api.WorkflowSummary](r)
 		if err != nil {
 			return nil, WorkflowsListOutput{}, toolError(err)

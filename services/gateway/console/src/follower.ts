@@ -130,7 +130,12 @@ export class RunFollower implements Model {
         if (this.stopped) return;
         for (const a of page.items || []) this.merge(a);
         if (page.nextCursor) this.cursor = page.nextCursor;
-        if ((page.items || []).length < RunFollower.logsPage) break;
+        // A page also stops at a byte budget (1 MiB), so a short page is not always the end:
+        // the first read goes on until an empty page and loads every attempt; a later read
+        // (one per burst of events) stops at a short page, and the next event's read goes on
+        // from its cursor.
+        const n = (page.items || []).length;
+        if (n === 0 || (!first && n < RunFollower.logsPage)) break;
       }
       this.sort();
       if (!first) this.bgErr = undefined;

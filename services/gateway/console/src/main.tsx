@@ -160,7 +160,8 @@ function ChooseOrganization({ orgs }: { orgs: any[] }) {
     try {
       // A slug must be unique across the system: the name's, with a short random tail.
       const base = name.toLowerCase().replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "") || "org";
-      const tail = Math.random().toString(36).slice(2, 6);
+      // Not guessable: a slug someone can predict is a slug someone else can take first.
+      const tail = Array.from(crypto.getRandomValues(new Uint8Array(4)), (b) => "abcdefghijklmnopqrstuvwxyz0123456789"[b % 36]).join("");
       const o = await post<any>("/api/auth/organization/create", { name, slug: `${base.slice(0, 40)}-${tail}` });
       await openOrganization(o.id);
     } catch (x) { setErr(x); }

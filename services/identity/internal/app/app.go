@@ -54,8 +54,8 @@ type Dependencies struct {
 	Repos  port.Repositories
 	Hasher port.PasswordHasher
 	Mailer port.Mailer
-	// Limits are the attempt limiters of sign-in, sign-up, the password reset and
-	// change-password.
+	// Limits are the attempt limiters of sign-in, sign-up, the password reset,
+	// change-password and accept-invitation.
 	Limits   port.Limits
 	KeyUsage port.KeyUsage
 	// ResetLink builds the URL mailed for a reset token; InvitationLink the one for an
@@ -85,7 +85,7 @@ func New(d Dependencies) Application {
 			CreateOrganization:    command.NewCreateOrganizationHandler(r.Organizations, r.Sessions, d.Now),
 			SetActiveOrganization: command.NewSetActiveOrganizationHandler(r.Organizations, r.Sessions, d.Now),
 			InviteMember:          command.NewInviteMemberHandler(r.Organizations, d.Mailer, d.InvitationLink, d.Now, d.Log),
-			AcceptInvitation:      command.NewAcceptInvitationHandler(r.Organizations, r.Sessions, d.Now),
+			AcceptInvitation:      command.NewAcceptInvitationHandler(r.Organizations, r.Sessions, l.AcceptInvitation, d.Now),
 			RemoveMember:          command.NewRemoveMemberHandler(r.Organizations),
 			LeaveOrganization:     command.NewLeaveOrganizationHandler(r.Organizations),
 			CreateAPIKey:          command.NewCreateAPIKeyHandler(r.Organizations, r.Keys, d.Now),

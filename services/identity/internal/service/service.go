@@ -65,7 +65,14 @@ type Config struct {
 	// GOMAXPROCS and DefaultHashWait; tests narrow them.
 	HashSlots int
 	HashWait  time.Duration
+	// Ceilings are SVC_MAX_ORGANIZATIONS_PER_USER, SVC_MAX_API_KEYS_PER_ORG and
+	// SVC_MAX_API_KEYS_PER_USER (port.Ceilings).
+	Ceilings port.Ceilings
 }
+
+// maxCeiling bounds the ceiling settings: far above any real need, and low enough that a
+// typo (an extra zero or three) is refused instead of lifting the ceiling altogether.
+const maxCeiling = 100_000
 
 // The values of SVC_MAIL.
 const (
@@ -86,6 +93,12 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		Mail:      r.OneOf("SVC_MAIL", MailNone, MailNone, MailLog),
 		HashSlots: runtime.GOMAXPROCS(0),
 		HashWait:  DefaultHashWait,
+	}
+	def := port.DefaultCeilings()
+	cfg.Ceilings = port.Ceilings{
+		OrganizationsPerUser: r.Int("SVC_MAX_ORGANIZATIONS_PER_USER", def.OrganizationsPerUser, 1, maxCeiling),
+		KeysPerOrganization:  r.Int("SVC_MAX_API_KEYS_PER_ORG", def.KeysPerOrganization, 1, maxCeiling),
+		KeysPerUser:          r.Int("SVC_MAX_API_KEYS_PER_USER", def.KeysPerUser, 1, maxCeiling),
 	}
 	var errs []error
 	public := r.URL("SVC_PUBLIC_URL", "http://localhost:8080", "http", "https")
@@ -147,7 +160,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	}
 
 	// --- adapters ------------------------------------------------------------------------
-	repos := postgres.Repositories(base.Pool)
+	repos := postgres.Repositories(base.Pool, cfg.Ceilings)
 	usage := keyusage.NewRecorder(repos.Keys, KeyUsageInterval, log)
 	limits := limiter.Limits(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}))
 	// One gate for the process: memory for argon2id stays at HashSlots × 19 MiB whatever

@@ -21,6 +21,7 @@ import (
 	"svc.dev/libs/testkit"
 	identityv1 "svc.dev/proto/gen/identity/v1"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
+	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/service"
 )
 
@@ -762,15 +763,18 @@ func TestLoadConfig(t *testing.T) {
 	require.Equal(t, service.MailNone, cfg.Mail, "reset links are never logged unless asked for")
 	require.Positive(t, cfg.HashSlots)
 	require.Equal(t, service.DefaultHashWait, cfg.HashWait)
+	require.Equal(t, port.Ceilings{OrganizationsPerUser: 20, KeysPerOrganization: 100, KeysPerUser: 200}, cfg.Ceilings)
 
 	cfg, err = load(map[string]string{"SVC_PUBLIC_URL": "https://api.example.com:443/base", "SVC_TRUSTED_ORIGINS": "https://app.example.com, http://LOCALHOST:3000",
-		"SVC_AUTH_SECRET": strings.Repeat("a", 32), "SVC_BOOTSTRAP": "1"})
+		"SVC_AUTH_SECRET": strings.Repeat("a", 32), "SVC_BOOTSTRAP": "1",
+		"SVC_MAX_ORGANIZATIONS_PER_USER": "1", "SVC_MAX_API_KEYS_PER_ORG": "7", "SVC_MAX_API_KEYS_PER_USER": "100000"})
 	require.NoError(t, err)
 	for _, o := range []string{"https://api.example.com", "https://app.example.com", "http://localhost:3000"} {
 		require.True(t, cfg.Origins[o], o)
 	}
 	require.Equal(t, []byte(strings.Repeat("a", 32)), cfg.AuthSecret)
 	require.True(t, cfg.Bootstrap)
+	require.Equal(t, port.Ceilings{OrganizationsPerUser: 1, KeysPerOrganization: 7, KeysPerUser: 100_000}, cfg.Ceilings)
 
 	for name, extra := range map[string]map[string]string{
 		"ShortAuthSecret": {"SVC_AUTH_SECRET": "short"},
@@ -778,6 +782,10 @@ func TestLoadConfig(t *testing.T) {
 		"BadPublicURL":    {"SVC_PUBLIC_URL": "localhost"},
 		"BadBootstrap":    {"SVC_BOOTSTRAP": "yes"},
 		"BadMail":         {"SVC_MAIL": "smtp"},
+		"NoOrganizations": {"SVC_MAX_ORGANIZATIONS_PER_USER": "0"},
+		"NoKeys":          {"SVC_MAX_API_KEYS_PER_ORG": "-1"},
+		"KeysTypo":        {"SVC_MAX_API_KEYS_PER_USER": "1000000"},
+		"KeysNotANumber":  {"SVC_MAX_API_KEYS_PER_USER": "many"},
 	} {
 		_, err := load(extra)
 		require.Error(t, err, name)

@@ -46,13 +46,29 @@ type Engine interface {
 	Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (run.SignalResult, error)
 }
 
-// RunReader is the read side of runs and their attempts.
+// PageBytes is the byte budget of a page of runs or of a run's logs: a page stops at the item
+// that would take it past this (always holding at least one), and says where to go on. A run
+// holds up to a 1 MiB input and its output, and a run's logs every attempt's resolved input and
+// output, so a page bounded by count alone (500 runs, 1000 attempts) could be hundreds of MB,
+// built in this shared process for one tenant's request.
+const PageBytes = 1 << 20
+
+// RunPage is a page of runs and whether runs follow it.
+type RunPage struct {
+	Runs []run.Record
+	More bool
+}
+
+// RunReader is the read side of runs and their attempts. Pages are bounded in count and in
+// bytes (maxBytes, as the items' JSON; the first item always comes, whatever its size), and
+// the reader never holds more than the page and one item.
 type RunReader interface {
 	Get(ctx context.Context, org, id string) (run.Record, error)
-	List(ctx context.Context, org string, f run.ListFilter) ([]run.Record, error)
-	// Logs lists the run's attempts with seq > after in seq order; run.ErrNotFound when org has
-	// no such run.
-	Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error)
+	// List lists org's runs newest first under f: at most f.Limit, no more than fit in maxBytes.
+	List(ctx context.Context, org string, f run.ListFilter, maxBytes int64) (RunPage, error)
+	// Logs lists the run's attempts with seq > after in seq order, at most limit, no more than
+	// fit in maxBytes; run.ErrNotFound when org has no such run.
+	Logs(ctx context.Context, org, runID string, after int64, limit int, maxBytes int64) ([]run.Attempt, error)
 }
 
 // DispatchError is a failure before the run was durably stored: 500 dispatch_failed.

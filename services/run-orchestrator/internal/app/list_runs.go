@@ -11,10 +11,11 @@ import (
 )
 
 // ListRuns asks for a page of an organization's runs. A Filter.WorkflowID must name a
-// workflow of the organization.
+// workflow of the organization. MaxBytes bounds the page's bytes (0: PageBytes).
 type ListRuns struct {
 	OrganizationID string
 	Filter         run.ListFilter
+	MaxBytes       int64
 }
 
 // UnavailableError is a peer that could not answer (the editor): 503 unavailable.
@@ -42,41 +43,45 @@ func NewListRunsHandler(reader RunReader, catalog WorkflowCatalog) ListRunsHandl
 	return ListRunsHandler{reader: storeReader{reader}, catalog: catalog}
 }
 
-// Handle returns the page (newest first, at most Filter.Limit), run.ErrWorkflowNotFound when
-// the workflow filter names no workflow of the organization, or *UnavailableError when the
-// editor could not say.
+// Handle returns the page (newest first, at most Filter.Limit runs and no more than fit in
+// MaxBytes), run.ErrWorkflowNotFound when the workflow filter names no workflow of the
+// organization, or *UnavailableError when the editor could not say.
 //
 // The workflow is the organization's when it has runs of it there (runs are stored under
 // their organization, and workflow ids are unique), else when the editor has it there. So a
 // deleted workflow whose runs remain still lists them, as GET /api/runs/:id still shows each;
 // a foreign workflow and a missing one are both run.ErrWorkflowNotFound, alike. The editor is
 // asked only when the page is empty.
-func (h ListRunsHandler) Handle(ctx context.Context, q ListRuns) ([]run.Record, error) {
+func (h ListRunsHandler) Handle(ctx context.Context, q ListRuns) (RunPage, error) {
 	wf := q.Filter.WorkflowID
 	if strings.ContainsRune(wf, 0) || !utf8.ValidString(wf) {
 		// No workflow has such an id, and Postgres refuses it as text: answer without asking.
-		return nil, run.ErrWorkflowNotFound
+		return RunPage{}, run.ErrWorkflowNotFound
 	}
-	recs, err := h.reader.List(ctx, q.OrganizationID, q.Filter)
-	if err != nil || wf == "" || len(recs) > 0 {
-		return recs, err
+	maxBytes := q.MaxBytes
+	if maxBytes <= 0 {
+		maxBytes = PageBytes
+	}
+	page, err := h.reader.List(ctx, q.OrganizationID, q.Filter, maxBytes)
+	if err != nil || wf == "" || len(page.Runs) > 0 {
+		return page, err
 	}
 	if q.Filter.After != "" || q.Filter.Status != "" {
 		// The page is narrowed: any run of the workflow in the organization proves it is its.
-		some, err := h.reader.List(ctx, q.OrganizationID, run.ListFilter{WorkflowID: wf, Limit: 1})
+		some, err := h.reader.List(ctx, q.OrganizationID, run.ListFilter{WorkflowID: wf, Limit: 1}, maxBytes)
 		if err != nil {
-			return nil, err
+			return RunPage{}, err
 		}
-		if len(some) > 0 {
-			return recs, nil
+		if len(some.Runs) > 0 {
+			return page, nil
 		}
 	}
 	_, err = h.catalog.Workflow(ctx, q.OrganizationID, WorkflowRef{ID: wf})
 	switch {
 	case errors.Is(err, run.ErrWorkflowNotFound):
-		return nil, run.ErrWorkflowNotFound
+		return RunPage{}, run.ErrWorkflowNotFound
 	case err != nil:
-		return nil, &UnavailableError{Message: "the workflow editor is unreachable; the workflow could not be checked", Err: err}
+		return RunPage{}, &UnavailableError{Message: "the workflow editor is unreachable; the workflow could not be checked", Err: err}
 	}
-	return recs, nil
+	return page, nil
 }

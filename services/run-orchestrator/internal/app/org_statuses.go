@@ -36,7 +36,10 @@ type OrgStatusReader interface {
 	Horizon(ctx context.Context) (time.Time, error)
 	// StatusesAfter lists org's runs (of workflowID unless "") whose status key is after
 	// after, in key order, at most limit; and the Horizon as it stood before the read.
+	// Runs come as a run.status event needs them: no definition, input, output or trigger.
 	StatusesAfter(ctx context.Context, org, workflowID string, after StatusKey, limit int) ([]RunStatus, time.Time, error)
+	// Status reads one run of org as StatusesAfter does (run.ErrNotFound when org has none).
+	Status(ctx context.Context, org, id string) (run.Record, error)
 }
 
 // OrgStatuses are the organization stream's catch-up reads (a store that cannot be reached is
@@ -61,6 +64,12 @@ func (o OrgStatuses) Horizon(ctx context.Context) (time.Time, error) {
 func (o OrgStatuses) After(ctx context.Context, org, workflowID string, after StatusKey, limit int) ([]RunStatus, time.Time, error) {
 	page, h, err := o.reader.StatusesAfter(ctx, org, workflowID, after, limit)
 	return page, h, storeError(err)
+}
+
+// Run reads the run id of org as StatusesAfter does, for a notification naming it.
+func (o OrgStatuses) Run(ctx context.Context, org, id string) (run.Record, error) {
+	r, err := o.reader.Status(ctx, org, id)
+	return r, storeError(err)
 }
 
 // CatchUp is where the organization stream's reading stands. A pass reads every status change

@@ -35,13 +35,13 @@ func (s storeReader) Get(ctx context.Context, org, id string) (run.Record, error
 	return rec, storeError(err)
 }
 
-func (s storeReader) List(ctx context.Context, org string, f run.ListFilter) ([]run.Record, error) {
-	recs, err := s.RunReader.List(ctx, org, f)
-	return recs, storeError(err)
+func (s storeReader) List(ctx context.Context, org string, f run.ListFilter, maxBytes int64) (RunPage, error) {
+	page, err := s.RunReader.List(ctx, org, f, maxBytes)
+	return page, storeError(err)
 }
 
-func (s storeReader) Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error) {
-	items, err := s.RunReader.Logs(ctx, org, runID, after, limit)
+func (s storeReader) Logs(ctx context.Context, org, runID string, after int64, limit int, maxBytes int64) ([]run.Attempt, error) {
+	items, err := s.RunReader.Logs(ctx, org, runID, after, limit, maxBytes)
 	return items, storeError(err)
 }
 

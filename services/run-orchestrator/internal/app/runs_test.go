@@ -24,11 +24,11 @@ func (storeDown) Get(context.Context, string, string) (run.Record, error) {
 	return run.Record{}, errShuttingDown
 }
 
-func (storeDown) List(context.Context, string, run.ListFilter) ([]run.Record, error) {
-	return nil, errShuttingDown
+func (storeDown) List(context.Context, string, run.ListFilter, int64) (app.RunPage, error) {
+	return app.RunPage{}, errShuttingDown
 }
 
-func (storeDown) Logs(context.Context, string, string, int64, int) ([]run.Attempt, error) {
+func (storeDown) Logs(context.Context, string, string, int64, int, int64) ([]run.Attempt, error) {
 	return nil, errShuttingDown
 }
 
@@ -49,7 +49,7 @@ func TestRunsStoreUnavailable(t *testing.T) {
 	var ue *app.UnavailableError
 	_, err := runs.Reader().Get(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)
-	_, err = runs.Reader().Logs(context.Background(), "org", "run_x", 0, 10)
+	_, err = runs.Reader().Logs(context.Background(), "org", "run_x", 0, 10, app.PageBytes)
 	require.ErrorAs(t, err, &ue)
 	_, err = runs.Cancel(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)

@@ -35,6 +35,7 @@ import (
 type engineConfig struct {
 	Replica                          string
 	Workers                          int
+	OrgCeiling                       int
 	HTTP                             executors.HTTPConfig
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 	Tracer                           trace.TracerProvider
@@ -74,7 +75,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
 	}
 	interp := run.NewInterpreter(rules, run.NewTemplates(), func() string { return wire.NewID(wire.Attempt) })
-	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
+	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
 		catalog, executors.Executors(log, cfg.HTTP), interp.Templates().Eval, log)
 	if err != nil {
 		return nil, err

@@ -76,3 +76,66 @@ func TestQuietOrganizationIsNotQueuedBehindABusyOne(t *testing.T) {
 	busy.waitStatus(t, flood, "completed")
 	require.EqualValues(t, fanOut, busyCalls.Load())
 }
+
+// TestOrganizationCeiling: with a ceiling of 2 of a replica's 4 workers, an organization's
+// 12-way fan-out on a slow endpoint never has more than 2 calls in flight, and finishes; the
+// other workers stay free, so another organization's one-step run is not held behind it.
+func TestOrganizationCeiling(t *testing.T) {
+	t.Parallel()
+	const fanOut = 12
+	var (
+		inFlight, most, busyCalls, atQuiet atomic.Int32
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/quiet" {
+			atQuiet.Store(busyCalls.Load())
+			w.Header().Set("Content-Type", "application/json")
+			_, _ = w.Write([]byte(`{"ok":true}`))
+			return
+		}
+		busyCalls.Add(1)
+		n := inFlight.Add(1)
+		defer inFlight.Add(-1)
+		for {
+			m := most.Load()
+			if n <= m || most.CompareAndSwap(m, n) {
+				break
+			}
+		}
+		select {
+		case <-time.After(100 * time.Millisecond):
+		case <-r.Context().Done():
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	sys := startWith(t, func(c *service.Config) {
+		c.AllowPrivateNetwork = true
+		c.Workers = 4
+		c.OrgCeiling = 2
+	})
+
+	busy := sys.setup(t)
+	blocks := []string{manual}
+	var edges []string
+	for i := range fanOut {
+		id := fmt.Sprintf("call%02d", i)
+		blocks = append(blocks, `{"block_id":"`+id+`","type":"http.request","params":{"method":"GET","url":"`+srv.URL+`/busy"}}`)
+		edges = append(edges, edge("start", id))
+	}
+	busy.workflow(t, "wf_flood", 1, def(blocks, edges...))
+	flood := busy.startRun(t, "wf_flood", nil)
+	require.Eventually(t, func() bool { return busyCalls.Load() >= 1 }, 15*time.Second, 5*time.Millisecond)
+
+	quiet := sys.setup(t)
+	quiet.workflow(t, "wf_one", 1, def([]string{manual,
+		`{"block_id":"call","type":"http.request","params":{"method":"GET","url":"` + srv.URL + `/quiet"}}`,
+	}, edge("start", "call")))
+	quiet.waitStatus(t, quiet.startRun(t, "wf_one", nil), "completed")
+	busy.waitStatus(t, flood, "completed")
+	t.Logf("at most %d calls in flight; the quiet run's step came after %d of %d", most.Load(), atQuiet.Load(), fanOut)
+	require.LessOrEqual(t, most.Load(), int32(2), "the organization held more than its ceiling of workers")
+	require.EqualValues(t, fanOut, busyCalls.Load())
+	require.Less(t, atQuiet.Load(), int32(fanOut), "the quiet organization waited for the whole fan-out")
+}

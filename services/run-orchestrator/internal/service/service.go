@@ -46,6 +46,9 @@ type Config struct {
 	// (SVC_HTTP_ALLOW_PRIVATE=1).
 	AllowPrivateNetwork bool
 	Workers             int
+	// OrgCeiling is how many of a replica's workers one organization's runs may hold
+	// (SVC_ORCHESTRATOR_ORG_MAX_IN_FLIGHT; 0, the default: nine in ten of Workers).
+	OrgCeiling int
 	// Heartbeat is how often the replica refreshes its heartbeat (SVC_ORCHESTRATOR_HEARTBEAT,
 	// 1s); DeadAfter how old a heartbeat makes a replica dead (SVC_ORCHESTRATOR_DEAD_AFTER,
 	// 5s). SweepEvery (tests only; default Heartbeat) is how often each replica looks for dead
@@ -69,6 +72,7 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		EditorURL:           r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
 		AllowPrivateNetwork: r.OneOf("SVC_HTTP_ALLOW_PRIVATE", "0", "0", "1") == "1",
 		Workers:             r.Int("SVC_ORCHESTRATOR_WORKERS", 100, 1, 10000),
+		OrgCeiling:          r.Int("SVC_ORCHESTRATOR_ORG_MAX_IN_FLIGHT", 0, 0, 10000),
 		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", replicas.DefaultHeartbeat),
 		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
 		Stream:              httpport.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
@@ -117,7 +121,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	}()
 	eng, err := newEngine(ctx, base.Pool, engineConfig{
 		Replica: ReplicaID(),
-		Workers: cfg.Workers, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
+		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
 		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator,
 	}, log)

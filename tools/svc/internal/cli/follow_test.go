@@ -173,3 +173,32 @@ func TestFollowStopsOnTheRunsError(t *testing.T) {
 	require.Contains(t, r.stderr, "invalid_query")
 	require.Equal(t, 1, f.called("GET /api/runs/run_1/events"), "an API refusal is not retried")
 }
+
+// TestLogsReadPastShortPages (issue 21): the API stops a page of logs at a byte budget, so a
+// page shorter than the limit is not the end; `svc runs logs` reads on until a page is empty
+// and prints every attempt once.
+func TestLogsReadPastShortPages(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFakeAPI(t)
+	b.login(t, f.srv.URL, 0)
+	f.routes["GET /api/runs/run_1/logs"] = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		switch r.URL.Query().Get("after") {
+		case "":
+			_, _ = io.WriteString(w, `{"items":[{"id":"att_1","block_id":"a","type":"transform","attempt":1,"status":"succeeded"}],"nextCursor":"c1"}`)
+		case "c1":
+			_, _ = io.WriteString(w, `{"items":[{"id":"att_2","block_id":"b","type":"transform","attempt":1,"status":"succeeded"}],"nextCursor":"c2"}`)
+		default:
+			_, _ = io.WriteString(w, `{"items":[],"nextCursor":"c2"}`)
+		}
+	}
+	r := b.runAgainst(t, f, "runs", "logs", "run_1")
+	require.Equal(t, 0, r.code, r)
+	var items []map[string]any
+	require.NoError(t, json.Unmarshal([]byte(r.stdout), &items), r.stdout)
+	require.Len(t, items, 2, r.stdout)
+	require.Equal(t, "att_1", items[0]["id"])
+	require.Equal(t, "att_2", items[1]["id"])
+	require.Equal(t, 3, f.called("GET /api/runs/run_1/logs"))
+}

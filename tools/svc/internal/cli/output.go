@@ -142,3 +142,60 @@ func readJSONFile(path string, stdin io.Reader) (json.RawMessage, error) {
 	}
 	return readJSONArg("@"+path, stdin)
 }
+
+// listPrinter prints a list the API hands over a page at a time without keeping its items: as
+// JSON, each item goes out into one indented array as it comes (the same text as writeJSON of
+// the whole array); as a table, only the rows' cells are kept, for the column widths.
+type listPrinter struct {
+	w      io.Writer
+	asJSON bool
+	header []string
+	row    func(item json.RawMessage) ([]string, error)
+	rows   [][]string
+	n      int
+}
+
+func (a *app) listPrinter(header []string, row func(item json.RawMessage) ([]string, error)) *listPrinter {
+	return &listPrinter{w: a.out(), asJSON: a.jsonOutput(), header: header, row: row}
+}
+
+// page prints (or, for a table, keeps the rows of) one page's items.
+func (l *listPrinter) page(items []json.RawMessage) error {
+	for _, it := range items {
+		if !l.asJSON {
+			r, err := l.row(it)
+			if err != nil {
+				return err
+			}
+			l.rows = append(l.rows, r)
+			continue
+		}
+		var buf bytes.Buffer
+		sep := ",\n  "
+		if l.n == 0 {
+			sep = "[\n  "
+		}
+		buf.WriteString(sep)
+		if err := json.Indent(&buf, it, "  ", "  "); err != nil {
+			return fmt.Errorf("print answer: %w", err)
+		}
+		if _, err := l.w.Write(buf.Bytes()); err != nil {
+			return err
+		}
+		l.n++
+	}
+	return nil
+}
+
+// close ends the array, or prints the table.
+func (l *listPrinter) close() error {
+	if !l.asJSON {
+		return table(l.w, l.header, l.rows)
+	}
+	end := "\n]\n"
+	if l.n == 0 {
+		end = "[]\n"
+	}
+	_, err := io.WriteString(l.w, end)
+	return err
+}

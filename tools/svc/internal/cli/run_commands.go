@@ -150,22 +150,17 @@ func (a *app) runsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items, err := c.ListRuns(cmd.Context(), key, workflowID, status)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), rawArray(items))
-			}
-			rows := make([][]string, 0, len(items))
-			for _, it := range items {
+			out := a.listPrinter([]string{"RUN", "WORKFLOW", "VERSION", "STATUS", "CREATED", "FINISHED"}, func(it json.RawMessage) ([]string, error) {
 				var r runView
 				if err := json.Unmarshal(it, &r); err != nil {
-					return err
+					return nil, err
 				}
-				rows = append(rows, []string{r.RunID, r.WorkflowID, strconv.FormatInt(r.WorkflowVersion, 10), r.Status, when(r.CreatedAt), when(r.FinishedAt)})
+				return []string{r.RunID, r.WorkflowID, strconv.FormatInt(r.WorkflowVersion, 10), r.Status, when(r.CreatedAt), when(r.FinishedAt)}, nil
+			})
+			if err := c.EachRun(cmd.Context(), key, workflowID, status, out.page); err != nil {
+				return err
 			}
-			return table(a.out(), []string{"RUN", "WORKFLOW", "VERSION", "STATUS", "CREATED", "FINISHED"}, rows)
+			return out.close()
 		}),
 	}
 	cmd.Flags().StringVar(&workflowID, "workflow", "", "only runs of this workflow")
@@ -249,26 +244,35 @@ completed (1 if it failed or was cancelled).`,
 			if follow {
 				return a.follow(cmd.Context(), c, key, argv[0])
 			}
-			var all []json.RawMessage
+			// Page by page, printing each: a page may be short and not the last (the API stops a
+			// page at a byte budget), so only an empty page ends the log.
+			out := a.listPrinter(nil, nil)
 			cursor := ""
 			for {
 				p, err := c.Logs(cmd.Context(), key, argv[0], cursor, logsPageLimit)
 				if err != nil {
 					return err
 				}
-				all = append(all, p.Items...)
-				if len(p.Items) < logsPageLimit || p.NextCursor == nil {
+				if a.jsonOutput() {
+					err = out.page(p.Items)
+				} else {
+					for _, it := range p.Items {
+						if err = printAttempt(a.out(), it); err != nil {
+							break
+						}
+					}
+				}
+				if err != nil {
+					return err
+				}
+				// A cursor that did not move would read the same page again.
+				if len(p.Items) == 0 || p.NextCursor == nil || *p.NextCursor == cursor {
 					break
 				}
 				cursor = *p.NextCursor
 			}
 			if a.jsonOutput() {
-				return writeJSON(a.out(), rawArray(all))
-			}
-			for _, it := range all {
-				if err := printAttempt(a.out(), it); err != nil {
-					return err
-				}
+				return out.close()
 			}
 			return nil
 		}),
@@ -319,10 +323,14 @@ func (a *app) poll(ctx context.Context, c *api.Client, key, runID string, rd *ev
 					return err
 				}
 			}
-			if p.NextCursor != nil && *p.NextCursor != "" {
+			moved := p.NextCursor != nil && *p.NextCursor != "" && *p.NextCursor != cursor
+			if moved {
 				cursor = *p.NextCursor
 			}
-			if len(p.Items) < logsPageLimit {
+			// A short page may not be the last (the API stops a page at a byte budget): the
+			// logs are drained when a page is empty (or its cursor did not move: the same page
+			// would come again).
+			if len(p.Items) == 0 || !moved {
 				break
 			}
 		}

@@ -39,22 +39,17 @@ func (a *app) schedulesListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items, err := c.ListSchedules(cmd.Context(), key, workflowID)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), rawArray(items))
-			}
-			rows := make([][]string, 0, len(items))
-			for _, it := range items {
+			out := a.listPrinter([]string{"ID", "WORKFLOW", "CRON", "TIMEZONE", "ENABLED", "NEXT FIRE", "LAST FIRED"}, func(it json.RawMessage) ([]string, error) {
 				var s scheduleView
 				if err := json.Unmarshal(it, &s); err != nil {
-					return err
+					return nil, err
 				}
-				rows = append(rows, []string{s.ID, s.WorkflowID, s.Cron, s.Timezone, strconv.FormatBool(s.Enabled), stampOrDash(s.NextFireAt), stampOrDash(s.LastFiredAt)})
+				return []string{s.ID, s.WorkflowID, s.Cron, s.Timezone, strconv.FormatBool(s.Enabled), stampOrDash(s.NextFireAt), stampOrDash(s.LastFiredAt)}, nil
+			})
+			if err := c.EachSchedule(cmd.Context(), key, workflowID, out.page); err != nil {
+				return err
 			}
-			return table(a.out(), []string{"ID", "WORKFLOW", "CRON", "TIMEZONE", "ENABLED", "NEXT FIRE", "LAST FIRED"}, rows)
+			return out.close()
 		}),
 	}
 	cmd.Flags().StringVar(&workflowID, "workflow", "", "only schedules of this workflow")

@@ -63,22 +63,17 @@ func (a *app) workflowsListCommand() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			items, err := c.ListWorkflows(cmd.Context(), key)
-			if err != nil {
-				return err
-			}
-			if a.jsonOutput() {
-				return writeJSON(a.out(), rawArray(items))
-			}
-			rows := make([][]string, 0, len(items))
-			for _, it := range items {
+			out := a.listPrinter([]string{"ID", "NAME", "VERSION", "UPDATED", "DESCRIPTION"}, func(it json.RawMessage) ([]string, error) {
 				var w workflowView
 				if err := json.Unmarshal(it, &w); err != nil {
-					return err
+					return nil, err
 				}
-				rows = append(rows, []string{w.ID, w.Name, strconv.FormatInt(w.Version, 10), when(w.UpdatedAt), cut(w.Description, 40)})
+				return []string{w.ID, w.Name, strconv.FormatInt(w.Version, 10), when(w.UpdatedAt), cut(w.Description, 40)}, nil
+			})
+			if err := c.EachWorkflow(cmd.Context(), key, out.page); err != nil {
+				return err
 			}
-			return table(a.out(), []string{"ID", "NAME", "VERSION", "UPDATED", "DESCRIPTION"}, rows)
+			return out.close()
 		}),
 	}
 }

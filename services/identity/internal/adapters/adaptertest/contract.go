@@ -6,7 +6,9 @@ package adaptertest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,8 +22,8 @@ import (
 	"svc.dev/services/identity/internal/domain/user"
 )
 
-// NewFunc returns fresh, empty stores for one test.
-type NewFunc func(t *testing.T) port.Repositories
+// NewFunc returns fresh, empty stores for one test, keeping c.
+type NewFunc func(t *testing.T, c port.Ceilings) port.Repositories
 
 type testBundle struct {
 	repos port.Repositories
@@ -52,9 +54,13 @@ func person(u *user.User) org.Person { return org.Person{ID: u.ID(), Email: u.Em
 
 // Run runs the contract against the stores newRepos makes.
 func Run(t *testing.T, newRepos NewFunc) {
+	setupCeilings := func(t *testing.T, c port.Ceilings) *testBundle {
+		t.Helper()
+		return &testBundle{repos: newRepos(t, c), ctx: context.Background(), now: time.Now().UTC().Truncate(time.Millisecond)}
+	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
-		return &testBundle{repos: newRepos(t), ctx: context.Background(), now: time.Now().UTC().Truncate(time.Millisecond)}
+		return setupCeilings(t, port.DefaultCeilings())
 	}
 
 	t.Run("Registrar", func(t *testing.T) {
@@ -392,6 +398,140 @@ func Run(t *testing.T, newRepos NewFunc) {
 		require.ErrorIs(t, b.repos.Keys.Delete(b.ctx, k1.ID()), apikey.ErrNotFound)
 		_, err = b.repos.Keys.Authenticate(b.ctx, apikey.Hash(raw1))
 		require.ErrorIs(t, err, apikey.ErrNotFound, "revoked at once")
+	})
+
+	// Ceilings: memberships per user (create and accept), keys per organization and per
+	// creator. What is refused leaves nothing behind, and leaving or deleting makes room.
+	t.Run("Ceilings", func(t *testing.T) {
+		t.Parallel()
+		b := setupCeilings(t, port.Ceilings{OrganizationsPerUser: 2, KeysPerOrganization: 2, KeysPerUser: 3})
+		ann, bob := b.register(t, "ann@x.io"), b.register(t, "bob@x.io")
+		invite := func(o *org.Organization, by *user.User, email string, role org.Role) org.Invitation {
+			t.Helper()
+			var inv org.Invitation
+			require.NoError(t, b.repos.Organizations.Update(b.ctx, o.ID(), func(_ context.Context, o *org.Organization) error {
+				var err error
+				inv, err = o.Invite(by.ID(), email, role, false, b.now)
+				return err
+			}))
+			return inv
+		}
+		accept := func(o *org.Organization, inv org.Invitation, who *user.User) error {
+			return b.repos.Organizations.Update(b.ctx, o.ID(), func(_ context.Context, o *org.Organization) error {
+				_, _, err := o.Accept(inv.ID, person(who), b.now)
+				return err
+			})
+		}
+
+		// Sign-up's personal organization counts: Ann may create one more.
+		team, err := org.New("Team", "team", person(ann.user), b.now)
+		require.NoError(t, err)
+		require.NoError(t, b.repos.Organizations.Add(b.ctx, team))
+		third, err := org.New("Third", "third", person(ann.user), b.now)
+		require.NoError(t, err)
+		require.ErrorIs(t, b.repos.Organizations.Add(b.ctx, third), org.ErrTooManyOrganizations)
+		_, err = b.repos.Organizations.BySlug(b.ctx, "third")
+		require.ErrorIs(t, err, org.ErrNotFound, "nothing stored")
+
+		// Accepting counts too, and a refused accept changes nothing.
+		toBob := invite(bob.org, bob.user, "ann@x.io", org.Member)
+		require.ErrorIs(t, accept(bob.org, toBob, ann.user), org.ErrTooManyOrganizations)
+		got, err := b.repos.Organizations.Get(b.ctx, bob.org.ID())
+		require.NoError(t, err)
+		require.Len(t, got.Members(), 1)
+		require.Len(t, got.Invitations(), 1, "still pending")
+
+		// Ann hands her team to Bob and leaves it: now she has room.
+		require.NoError(t, accept(team, invite(team, ann.user, "bob@x.io", org.Owner), bob.user))
+		require.NoError(t, b.repos.Organizations.Update(b.ctx, team.ID(), func(_ context.Context, o *org.Organization) error {
+			_, err := o.Leave(ann.user.ID())
+			return err
+		}))
+		require.NoError(t, accept(bob.org, toBob, ann.user))
+
+		newKey := func(orgID, by string) *apikey.APIKey {
+			t.Helper()
+			k, _, err := apikey.New("k", orgID, by, 0, b.now)
+			require.NoError(t, err)
+			return k
+		}
+		k1 := newKey(ann.org.ID(), ann.user.ID())
+		require.NoError(t, b.repos.Keys.Add(b.ctx, k1))
+		require.NoError(t, b.repos.Keys.Add(b.ctx, newKey(ann.org.ID(), ann.user.ID())))
+		require.ErrorIs(t, b.repos.Keys.Add(b.ctx, newKey(ann.org.ID(), bob.user.ID())), apikey.ErrTooManyKeys)
+		require.ErrorIs(t, b.repos.Keys.Add(b.ctx, newKey(ann.org.ID(), "")), apikey.ErrTooManyKeys, "a key without creator too")
+		require.NoError(t, b.repos.Keys.Add(b.ctx, newKey(bob.org.ID(), ann.user.ID())), "Ann's third key, in Bob's organization")
+		require.ErrorIs(t, b.repos.Keys.Add(b.ctx, newKey(bob.org.ID(), ann.user.ID())), apikey.ErrTooManyKeysOfUser)
+		ks, err := b.repos.Keys.ListByOrganization(b.ctx, bob.org.ID())
+		require.NoError(t, err)
+		require.Len(t, ks, 1, "nothing stored")
+		require.NoError(t, b.repos.Keys.Delete(b.ctx, k1.ID()))
+		require.NoError(t, b.repos.Keys.Add(b.ctx, newKey(ann.org.ID(), ann.user.ID())), "a deleted key makes room")
+	})
+
+	// Concurrent creates under one ceiling: exactly as many pass as it allows (the count and
+	// the insert are one atomic step), and the others get the ceiling's error.
+	t.Run("CeilingsUnderConcurrency", func(t *testing.T) {
+		t.Parallel()
+		const n = 12
+		race := func(add func(i int) error) (passed int, errs []error) {
+			out := make([]error, n)
+			var wg sync.WaitGroup
+			for i := range n {
+				wg.Go(func() { out[i] = add(i) })
+			}
+			wg.Wait()
+			for _, err := range out {
+				if err == nil {
+					passed++
+				} else {
+					errs = append(errs, err)
+				}
+			}
+			return passed, errs
+		}
+		requireAll := func(t *testing.T, errs []error, want error) {
+			t.Helper()
+			for _, err := range errs {
+				require.ErrorIs(t, err, want)
+			}
+		}
+
+		b := setupCeilings(t, port.Ceilings{OrganizationsPerUser: 3, KeysPerOrganization: 4, KeysPerUser: 5})
+		ann := b.register(t, "ann@x.io")
+		passed, errs := race(func(i int) error {
+			o, err := org.New("Race", fmt.Sprintf("race-%d", i), person(ann.user), b.now)
+			if err != nil {
+				return err
+			}
+			return b.repos.Organizations.Add(b.ctx, o)
+		})
+		require.Equal(t, 2, passed, "the personal organization and two more: %v", errs)
+		requireAll(t, errs, org.ErrTooManyOrganizations)
+		ps, err := b.repos.Organizations.ListForUser(b.ctx, ann.user.ID())
+		require.NoError(t, err)
+		require.Len(t, ps, 3)
+
+		passed, errs = race(func(int) error {
+			k, _, err := apikey.New("k", ann.org.ID(), ann.user.ID(), 0, b.now)
+			if err != nil {
+				return err
+			}
+			return b.repos.Keys.Add(b.ctx, k)
+		})
+		require.Equal(t, 4, passed, "%v", errs)
+		requireAll(t, errs, apikey.ErrTooManyKeys)
+
+		// Ann's fifth and last key, raced across her two other organizations.
+		passed, errs = race(func(i int) error {
+			k, _, err := apikey.New("k", ps[1+i%2].ID, ann.user.ID(), 0, b.now)
+			if err != nil {
+				return err
+			}
+			return b.repos.Keys.Add(b.ctx, k)
+		})
+		require.Equal(t, 1, passed, "%v", errs)
+		requireAll(t, errs, apikey.ErrTooManyKeysOfUser)
 	})
 
 	t.Run("ResetTokens", func(t *testing.T) {

@@ -26,6 +26,11 @@ func PasswordResetAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
 // a stolen session must not become a way to guess the password at leisure.
 func ChangePasswordAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
 
+// AcceptInvitationAttempts is 10 accept-invitation calls a minute per user and, apart, per
+// client address: emails are not verified, so whoever signs up with an invitee's address
+// could otherwise try invitation ids as fast as they can send them.
+func AcceptInvitationAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
+
 // Limits returns the limiters of port.Limits, all over one *ratelimit.Limiter (one Redis
 // keyspace; the use cases' keys say which limit each bucket belongs to).
 func Limits(l Allower) port.Limits {
@@ -34,6 +39,8 @@ func Limits(l Allower) port.Limits {
 		SignUp:         New(l, SignUpAttempts()),
 		PasswordReset:  New(l, PasswordResetAttempts()),
 		ChangePassword: New(l, ChangePasswordAttempts()),
+		// One limiter for both keys of an attempt (user and address): the keys differ.
+		AcceptInvitation: New(l, AcceptInvitationAttempts()),
 	}
 }
 

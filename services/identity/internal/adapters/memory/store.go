@@ -58,11 +58,13 @@ type Store struct {
 	invitations map[string]org.Invitation
 	keys        map[string]keyRow
 	resets      map[string]resetRow
+	ceilings    port.Ceilings
 }
 
-// NewStore returns an empty store.
-func NewStore() *Store {
-	return &Store{users: map[string]userRow{}, sessions: map[string]sessionRow{}, orgs: map[string]org.Profile{},
+// NewStore returns an empty store that keeps c, as the Postgres adapter does.
+func NewStore(c port.Ceilings) *Store {
+	c.Validate()
+	return &Store{ceilings: c, users: map[string]userRow{}, sessions: map[string]sessionRow{}, orgs: map[string]org.Profile{},
 		members: map[string]memberRow{}, invitations: map[string]org.Invitation{}, keys: map[string]keyRow{}, resets: map[string]resetRow{}}
 }
 
@@ -268,10 +270,23 @@ func (s *Store) loadOrganization(id string) (*org.Organization, bool) {
 	return org.UnmarshalFromDatabase(p, members, invs), true
 }
 
+// admit is the ceiling on userID's memberships.
+func (s *Store) admit(userID string) error {
+	if len(s.membershipsOf(userID)) >= s.ceilings.OrganizationsPerUser {
+		return org.ErrTooManyOrganizations
+	}
+	return nil
+}
+
 // Add implements org.Repository.
 func (r OrganizationRepository) Add(_ context.Context, o *org.Organization) error {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
+	for _, m := range o.Members() {
+		if err := r.s.admit(m.User.ID); err != nil {
+			return err
+		}
+	}
 	return r.s.addOrganization(o)
 }
 
@@ -355,6 +370,14 @@ func (r OrganizationRepository) Update(ctx context.Context, id string, updateFun
 	if err := updateFunc(ctx, o); err != nil {
 		return err
 	}
+	// Checked before anything is written: the Postgres adapter's transaction is all or nothing.
+	for _, m := range o.Members() {
+		if _, ok := r.s.members[m.ID]; !ok {
+			if err := r.s.admit(m.User.ID); err != nil {
+				return err
+			}
+		}
+	}
 	after := map[string]bool{}
 	for _, m := range o.Members() {
 		after[m.ID] = true
@@ -385,10 +408,25 @@ func (r keyRow) entity() *apikey.APIKey {
 // KeyRepository implements port.Keys.
 type KeyRepository struct{ s *Store }
 
-// Add implements apikey.Repository.
+// Add implements apikey.Repository, within the organization's and the creator's ceilings.
 func (r KeyRepository) Add(_ context.Context, k *apikey.APIKey) error {
 	r.s.mu.Lock()
 	defer r.s.mu.Unlock()
+	ofOrg, ofUser := 0, 0
+	for _, row := range r.s.keys {
+		if row.orgID == k.OrganizationID() {
+			ofOrg++
+		}
+		if k.CreatedBy() != "" && row.createdBy == k.CreatedBy() {
+			ofUser++
+		}
+	}
+	if ofOrg >= r.s.ceilings.KeysPerOrganization {
+		return apikey.ErrTooManyKeys
+	}
+	if ofUser >= r.s.ceilings.KeysPerUser {
+		return apikey.ErrTooManyKeysOfUser
+	}
 	r.s.keys[k.ID()] = toKeyRow(k)
 	return nil
 }

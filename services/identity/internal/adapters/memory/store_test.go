@@ -10,5 +10,5 @@ import (
 
 func TestStoreContract(t *testing.T) {
 	t.Parallel()
-	adaptertest.Run(t, func(*testing.T) port.Repositories { return memory.NewStore().Repositories() })
+	adaptertest.Run(t, func(_ *testing.T, c port.Ceilings) port.Repositories { return memory.NewStore(c).Repositories() })
 }

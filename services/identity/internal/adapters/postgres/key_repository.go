@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"svc.dev/libs/pgdb"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/apikey"
 	"svc.dev/services/identity/internal/domain/org"
@@ -33,11 +34,21 @@ const (
 		WHERE k.id = v.id AND (k.last_request IS NULL OR k.last_request < v.at)`
 )
 
-// KeyRepository implements port.Keys.
-type KeyRepository struct{ pool *pgxpool.Pool }
+// KeyRepository implements port.Keys. It keeps every organization within perOrg keys and
+// every user within perUser keys created (port.Ceilings).
+type KeyRepository struct {
+	pool            *pgxpool.Pool
+	perOrg, perUser int
+}
 
-// NewKeyRepository returns the repository.
-func NewKeyRepository(pool *pgxpool.Pool) *KeyRepository { return &KeyRepository{pool: pool} }
+// NewKeyRepository returns the repository; a key past perOrg (apikey.ErrTooManyKeys) or
+// perUser (apikey.ErrTooManyKeysOfUser), each at least 1, is refused.
+func NewKeyRepository(pool *pgxpool.Pool, perOrg, perUser int) *KeyRepository {
+	if perOrg < 1 || perUser < 1 {
+		panic("key ceilings must be at least 1")
+	}
+	return &KeyRepository{pool: pool, perOrg: perOrg, perUser: perUser}
+}
 
 type keyScan struct {
 	id, name, start, hash, orgID string
@@ -65,9 +76,29 @@ func addKey(ctx context.Context, q querier, k *apikey.APIKey) error {
 	return nil
 }
 
-// Add implements apikey.Repository.
+// Add implements apikey.Repository: the organization's row is locked, then its creator's
+// (the order OrganizationRepository.Update keeps), and the key is inserted only when both
+// have room.
 func (r *KeyRepository) Add(ctx context.Context, k *apikey.APIKey) error {
-	return addKey(ctx, r.pool, k)
+	return pgdb.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		ok, err := hasRoom(ctx, tx, lockOrganizationRow, countKeysOfOrg, k.OrganizationID(), r.perOrg)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return apikey.ErrTooManyKeys
+		}
+		if k.CreatedBy() != "" {
+			ok, err := hasRoom(ctx, tx, lockUserRow, countKeysOfUser, k.CreatedBy(), r.perUser)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return apikey.ErrTooManyKeysOfUser
+			}
+		}
+		return addKey(ctx, tx, k)
+	})
 }
 
 func (r *KeyRepository) one(ctx context.Context, query, arg string) (*apikey.APIKey, error) {

@@ -34,12 +34,33 @@ const (
 	membersOrgUserKey       = "members_organization_id_user_id_key"
 )
 
-// OrganizationRepository implements org.Repository.
-type OrganizationRepository struct{ pool *pgxpool.Pool }
+// OrganizationRepository implements org.Repository. It keeps every user within
+// maxPerUser memberships (port.Ceilings.OrganizationsPerUser).
+type OrganizationRepository struct {
+	pool       *pgxpool.Pool
+	maxPerUser int
+}
 
-// NewOrganizationRepository returns the repository.
-func NewOrganizationRepository(pool *pgxpool.Pool) *OrganizationRepository {
-	return &OrganizationRepository{pool: pool}
+// NewOrganizationRepository returns the repository; a membership past maxPerUser (at least
+// 1) is org.ErrTooManyOrganizations.
+func NewOrganizationRepository(pool *pgxpool.Pool, maxPerUser int) *OrganizationRepository {
+	if maxPerUser < 1 {
+		panic("organizations per user must be at least 1")
+	}
+	return &OrganizationRepository{pool: pool, maxPerUser: maxPerUser}
+}
+
+// admit checks, under a lock on the user's row held until tx ends, that userID may join one
+// more organization.
+func (r *OrganizationRepository) admit(ctx context.Context, tx pgx.Tx, userID string) error {
+	ok, err := hasRoom(ctx, tx, lockUserRow, countMemberships, userID, r.maxPerUser)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		return org.ErrTooManyOrganizations
+	}
+	return nil
 }
 
 func addOrganization(ctx context.Context, q querier, o *org.Organization) error {
@@ -82,9 +103,16 @@ func saveInvitation(ctx context.Context, q querier, inv org.Invitation) error {
 	return nil
 }
 
-// Add implements org.Repository.
+// Add implements org.Repository: each first member must have room under the ceiling.
 func (r *OrganizationRepository) Add(ctx context.Context, o *org.Organization) error {
-	return pgdb.InTx(ctx, r.pool, func(tx pgx.Tx) error { return addOrganization(ctx, tx, o) })
+	return pgdb.InTx(ctx, r.pool, func(tx pgx.Tx) error {
+		for _, m := range o.Members() {
+			if err := r.admit(ctx, tx, m.User.ID); err != nil {
+				return err
+			}
+		}
+		return addOrganization(ctx, tx, o)
+	})
 }
 
 // load reads the aggregate with query (selectOrganization, or lockOrganization in a
@@ -203,8 +231,9 @@ func (r *OrganizationRepository) InvitationOrganization(ctx context.Context, inv
 
 // Update implements org.Repository: the organization row is locked, so concurrent changes to
 // one organization (two admins removing the last two owners) are serialised and the rules
-// hold. Members the function removed are deleted, new ones inserted, and every invitation it
-// holds is upserted.
+// hold. Members the function removed are deleted, new ones inserted (each within its user's
+// ceiling; the user's row is locked after the organization's, the order Add and the key
+// repository keep too), and every invitation it holds is upserted.
 func (r *OrganizationRepository) Update(ctx context.Context, id string, updateFunc func(context.Context, *org.Organization) error) error {
 	return pgdb.InTx(ctx, r.pool, func(tx pgx.Tx) error {
 		o, err := load(ctx, tx, lockOrganization, id)
@@ -222,6 +251,9 @@ func (r *OrganizationRepository) Update(ctx context.Context, id string, updateFu
 			if before[m.ID] {
 				delete(before, m.ID)
 				continue
+			}
+			if err := r.admit(ctx, tx, m.User.ID); err != nil {
+				return err
 			}
 			if err := addMember(ctx, tx, m); err != nil {
 				return err

@@ -23,16 +23,19 @@ type querier interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Repositories returns every store over pool.
-func Repositories(pool *pgxpool.Pool) port.Repositories {
+// Repositories returns every store over pool, keeping c. The registrar does not check c: a
+// registration makes a new user's first organization (and the bootstrap's first key), which
+// every valid ceiling admits.
+func Repositories(pool *pgxpool.Pool, c port.Ceilings) port.Repositories {
 	if pool == nil {
 		panic("nil pool")
 	}
+	c.Validate()
 	return port.Repositories{
 		Users:         NewUserRepository(pool),
 		Sessions:      NewSessionRepository(pool),
-		Organizations: NewOrganizationRepository(pool),
-		Keys:          NewKeyRepository(pool),
+		Organizations: NewOrganizationRepository(pool, c.OrganizationsPerUser),
+		Keys:          NewKeyRepository(pool, c.KeysPerOrganization, c.KeysPerUser),
 		ResetTokens:   NewResetTokenRepository(pool),
 		Registrar:     NewRegistrar(pool),
 	}

@@ -20,8 +20,8 @@ import (
 
 func TestRepositoriesContract(t *testing.T) {
 	t.Parallel()
-	adaptertest.Run(t, func(t *testing.T) port.Repositories {
-		return postgres.Repositories(testkit.NewSchema(t, migrations.FS))
+	adaptertest.Run(t, func(t *testing.T, c port.Ceilings) port.Repositories {
+		return postgres.Repositories(testkit.NewSchema(t, migrations.FS), c)
 	})
 }
 
@@ -29,7 +29,7 @@ func TestRepositoriesContract(t *testing.T) {
 // commits before the winner (and the bootstraps fail) or after.
 func TestRegistrarOnlyIfNoUsersIsAtomic(t *testing.T) {
 	t.Parallel()
-	repos := postgres.Repositories(testkit.NewSchema(t, migrations.FS))
+	repos := postgres.Repositories(testkit.NewSchema(t, migrations.FS), port.DefaultCeilings())
 	ctx := context.Background()
 	const n = 8
 	var (
@@ -61,7 +61,7 @@ func TestRegistrarOnlyIfNoUsersIsAtomic(t *testing.T) {
 // two owners always stays.
 func TestOrganizationUpdateIsSerialized(t *testing.T) {
 	t.Parallel()
-	repos := postgres.Repositories(testkit.NewSchema(t, migrations.FS))
+	repos := postgres.Repositories(testkit.NewSchema(t, migrations.FS), port.DefaultCeilings())
 	ctx := context.Background()
 	now := time.Now()
 	var people []org.Person

@@ -168,7 +168,7 @@ type Options struct{ Bootstrap bool }
 func New(t testing.TB, opts Options) *Bundle {
 	t.Helper()
 	b := &Bundle{
-		Store:   memory.NewStore(),
+		Store:   memory.NewStore(port.DefaultCeilings()),
 		Clock:   &Clock{now: time.Date(2026, 11, 22, 8, 0, 0, 0, time.UTC)},
 		Mailer:  &Mailer{},
 		Limiter: &Limiter{Max: 10, count: map[string]int{}},
@@ -177,7 +177,8 @@ func New(t testing.TB, opts Options) *Bundle {
 	}
 	b.App = app.New(app.Dependencies{
 		Repos: b.Store.Repositories(), Hasher: b.Hasher, Mailer: b.Mailer, KeyUsage: b.Usage,
-		Limits:           port.Limits{SignIn: b.Limiter, SignUp: b.Limiter, PasswordReset: b.Limiter, ChangePassword: b.Limiter},
+		Limits: port.Limits{SignIn: b.Limiter, SignUp: b.Limiter, PasswordReset: b.Limiter, ChangePassword: b.Limiter,
+			AcceptInvitation: b.Limiter},
 		ResetLink:        func(token, _ string) string { return "http://test/reset-password?token=" + token },
 		InvitationLink:   func(id string) string { return "http://test/accept-invitation/" + id },
 		BootstrapEnabled: opts.Bootstrap,

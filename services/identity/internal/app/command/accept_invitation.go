@@ -17,26 +17,40 @@ import (
 type AcceptInvitation struct {
 	Caller       auth.Caller
 	InvitationID string
+	IPAddress    string
 }
 
 // AcceptInvitationHandler adds the membership and, as better-auth does, makes the
-// organization the session's active one.
+// organization the session's active one. An invitation id is a bearer secret that only the
+// invitee's address is meant to learn, and addresses are never verified: whoever signs up
+// with an invitee's address first could try ids. So attempts are limited per user and per
+// client address, each on its own budget.
 type AcceptInvitationHandler struct {
 	orgs     org.Repository
 	sessions port.Sessions
+	limiter  port.AttemptLimiter
 	now      func() time.Time
 }
 
 // NewAcceptInvitationHandler returns the handler.
-func NewAcceptInvitationHandler(orgs org.Repository, sessions port.Sessions, now func() time.Time) AcceptInvitationHandler {
-	if orgs == nil || sessions == nil {
+func NewAcceptInvitationHandler(orgs org.Repository, sessions port.Sessions, limiter port.AttemptLimiter, now func() time.Time) AcceptInvitationHandler {
+	if orgs == nil || sessions == nil || limiter == nil {
 		panic("nil dependency")
 	}
 	mustClock(now)
-	return AcceptInvitationHandler{orgs: orgs, sessions: sessions, now: now}
+	return AcceptInvitationHandler{orgs: orgs, sessions: sessions, limiter: limiter, now: now}
 }
 
-// Handle accepts; org.ErrInvitationNotFound for an unknown, used or expired invitation.
+// AcceptInvitationUserKey and AcceptInvitationIPKey are the limiter keys of accept-invitation
+// attempts by a user and from a client address.
+func AcceptInvitationUserKey(userID string) string { return "accept-invitation:user:" + userID }
+
+// AcceptInvitationIPKey: see AcceptInvitationUserKey.
+func AcceptInvitationIPKey(ip string) string { return "accept-invitation:ip:" + ip }
+
+// Handle accepts; org.ErrInvitationNotFound for an unknown, used or expired invitation,
+// *auth.RateLimitedError past the user's or the address's attempts,
+// org.ErrTooManyOrganizations past the user's ceiling of organizations.
 func (h AcceptInvitationHandler) Handle(ctx context.Context, cmd AcceptInvitation) (org.Invitation, org.Membership, error) {
 	rec, err := cmd.Caller.RequireSession()
 	if err != nil {
@@ -47,6 +61,12 @@ func (h AcceptInvitationHandler) Handle(ctx context.Context, cmd AcceptInvitatio
 	}
 	if !wire.ValidID(wire.Invitation, cmd.InvitationID) {
 		return org.Invitation{}, org.Membership{}, org.ErrInvitationNotFound
+	}
+	// The user's bucket first: a user past their limit spends none of their address's.
+	for _, key := range []string{AcceptInvitationUserKey(rec.User.ID()), AcceptInvitationIPKey(cmd.IPAddress)} {
+		if ok, retry := h.limiter.Allow(ctx, key); !ok {
+			return org.Invitation{}, org.Membership{}, &auth.RateLimitedError{RetryAfter: retry}
+		}
 	}
 	orgID, err := h.orgs.InvitationOrganization(ctx, cmd.InvitationID)
 	if err != nil {

@@ -122,12 +122,49 @@ type Limits struct {
 	PasswordReset AttemptLimiter
 	// ChangePassword limits change-password attempts per user.
 	ChangePassword AttemptLimiter
+	// AcceptInvitation limits accept-invitation attempts per user and, under another key,
+	// per client address.
+	AcceptInvitation AttemptLimiter
 }
 
 // Validate panics on a missing limiter: a wiring mistake, not a runtime failure.
 func (l Limits) Validate() {
-	if l.SignIn == nil || l.SignUp == nil || l.PasswordReset == nil || l.ChangePassword == nil {
+	if l.SignIn == nil || l.SignUp == nil || l.PasswordReset == nil || l.ChangePassword == nil || l.AcceptInvitation == nil {
 		panic("port: incomplete limits")
+	}
+}
+
+// Ceilings bound what one principal can multiply itself into. The gateway keeps its rate
+// limits and quotas per (organization, principal), so a user who could create organizations
+// or API keys without end could also multiply those caps without end (issue 21). The stores
+// enforce the ceilings in the transaction that inserts, after a lock that serialises the
+// counting (the organization's or the user's row), so concurrent creates never pass one
+// together.
+type Ceilings struct {
+	// OrganizationsPerUser bounds the organizations a user belongs to: creating one, or
+	// accepting an invitation to one, past it is org.ErrTooManyOrganizations. The personal
+	// organization of sign-up counts. Like better-auth's organizationLimit it counts
+	// memberships, and it also holds on accept, so that organizations handed over to one
+	// account by others cannot pile up either.
+	OrganizationsPerUser int
+	// KeysPerOrganization bounds the API keys an organization holds (expired ones count until
+	// they are deleted: they still take a row and a line of the list): apikey.ErrTooManyKeys.
+	KeysPerOrganization int
+	// KeysPerUser bounds the API keys a user has created across all organizations, still
+	// stored: apikey.ErrTooManyKeysOfUser.
+	KeysPerUser int
+}
+
+// DefaultCeilings are the ceilings of the settings' defaults.
+func DefaultCeilings() Ceilings {
+	return Ceilings{OrganizationsPerUser: 20, KeysPerOrganization: 100, KeysPerUser: 200}
+}
+
+// Validate panics on a ceiling below 1: a registration creates one organization (and the
+// bootstrap one key), so no smaller ceiling can be kept. Settings are checked before this.
+func (c Ceilings) Validate() {
+	if c.OrganizationsPerUser < 1 || c.KeysPerOrganization < 1 || c.KeysPerUser < 1 {
+		panic("port: ceilings must be at least 1")
 	}
 }
 

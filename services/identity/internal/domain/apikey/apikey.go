@@ -17,12 +17,16 @@ import (
 
 // The errors of API keys.
 var (
-	ErrNotFound       = errors.New("API key not found")
-	ErrInvalidName    = errors.New("name must be at most 64 characters of UTF-8 text")
-	ErrInvalidExpiry  = errors.New("expiresIn must be a whole number of seconds from 1 to 315360000 (ten years)")
-	ErrInvalidPrefix  = errors.New(`prefix must be "svc_": keys always start with it`)
-	ErrNotUsable      = errors.New("API key is disabled or expired")
-	errEmptyReference = errors.New("apikey: empty organization id")
+	ErrNotFound      = errors.New("API key not found")
+	ErrInvalidName   = errors.New("name must be at most 64 characters of UTF-8 text")
+	ErrInvalidExpiry = errors.New("expiresIn must be a whole number of seconds from 1 to 315360000 (ten years)")
+	ErrInvalidPrefix = errors.New(`prefix must be "svc_": keys always start with it`)
+	ErrNotUsable     = errors.New("API key is disabled or expired")
+	// ErrTooManyKeys and ErrTooManyKeysOfUser are a key past the organization's or its
+	// creator's ceiling (port.Ceilings), which the repository enforces.
+	ErrTooManyKeys       = errors.New("the organization has reached the maximum number of API keys")
+	ErrTooManyKeysOfUser = errors.New("you have reached the maximum number of API keys")
+	errEmptyReference    = errors.New("apikey: empty organization id")
 )
 
 // The shape of a key (contract §1).

@@ -30,6 +30,9 @@ var (
 	ErrAlreadyInvited     = errors.New("user is already invited to this organization")
 	ErrInvitationNotFound = errors.New("invitation not found")
 	ErrNotRecipient       = errors.New("you are not the recipient of the invitation")
+	// ErrTooManyOrganizations is a new membership past the user's ceiling
+	// (port.Ceilings.OrganizationsPerUser), which the repository enforces.
+	ErrTooManyOrganizations = errors.New("you have reached the maximum number of organizations")
 )
 
 // InvitationTTL is how long an invitation can be accepted (better-auth's default).

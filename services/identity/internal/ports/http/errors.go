@@ -109,6 +109,14 @@ func toAuthError(err error) authError {
 		return authError{http.StatusBadRequest, "INVITATION_NOT_FOUND", "Invitation not found", 0}
 	case errors.Is(err, org.ErrNotRecipient):
 		return authError{http.StatusForbidden, "YOU_ARE_NOT_THE_RECIPIENT_OF_THE_INVITATION", "You are not the recipient of the invitation", 0}
+	case errors.Is(err, org.ErrTooManyOrganizations):
+		// better-auth's own code and status for its organizationLimit.
+		return authError{http.StatusForbidden, "YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_ORGANIZATIONS", "You have reached the maximum number of organizations", 0}
+	case errors.Is(err, apikey.ErrTooManyKeys):
+		// better-auth has no ceiling on keys, so no code: ours follows its organization one.
+		return authError{http.StatusForbidden, "YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_API_KEYS", "The organization has reached the maximum number of API keys", 0}
+	case errors.Is(err, apikey.ErrTooManyKeysOfUser):
+		return authError{http.StatusForbidden, "YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_API_KEYS", "You have reached the maximum number of API keys", 0}
 	case errors.Is(err, apikey.ErrNotFound):
 		return authError{http.StatusNotFound, "KEY_NOT_FOUND", "API Key not found", 0}
 	default:

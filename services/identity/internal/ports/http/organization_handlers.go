@@ -132,7 +132,8 @@ func (s *Server) acceptInvitation(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
-	inv, m, err := s.app.Commands.AcceptInvitation.Handle(r.Context(), command.AcceptInvitation{Caller: c, InvitationID: req.InvitationID})
+	inv, m, err := s.app.Commands.AcceptInvitation.Handle(r.Context(), command.AcceptInvitation{Caller: c, InvitationID: req.InvitationID,
+		IPAddress: s.clientIP(r)})
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
 // Horizon margins. A transaction's start time is set a moment before pg_stat_activity shows
@@ -53,6 +55,42 @@ func horizon(now time.Time, oldest *time.Time) time.Time {
 	return h
 }
 
+// statusColumns are what a run.status event of the organization's stream says of a run: no
+// definition, input, output or trigger (a page of 200 runs holding 1 MiB each would be read
+// whole for their statuses), and the error's message cut at 4096 characters (the run itself
+// has it whole): 200 runs of a catch-up page are a few MB at most, whatever they hold.
+const statusColumns = `r.id, r.organization_id, r.workflow_id, r.workflow_version, r.status,
+	CASE WHEN jsonb_typeof(r.error) = 'object' AND length(r.error->>'message') > 4096
+		THEN r.error || jsonb_build_object('message', left(r.error->>'message', 4096)) ELSE r.error END,
+	r.created_at, r.started_at, r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name`
+
+func scanStatus(row pgx.Row) (run.Record, error) {
+	var (
+		r                         run.Record
+		started, finished, wakeAt *time.Time
+		wBlock, wKind, wSignal    *string
+	)
+	if err := row.Scan(&r.ID, &r.OrganizationID, &r.WorkflowID, &r.WorkflowVersion, &r.Status, &r.Error, &r.CreatedAt, &started, &finished,
+		&wBlock, &wKind, &wakeAt, &wSignal); err != nil {
+		return run.Record{}, err
+	}
+	fillRun(&r, started, finished, wakeAt, wBlock, wKind, wSignal)
+	return r, nil
+}
+
+// Status reads the run id of org as the organization's stream sends it (statusColumns), or
+// run.ErrNotFound.
+func (s *OrgStatusReader) Status(ctx context.Context, org, id string) (run.Record, error) {
+	r, err := scanStatus(s.pool.QueryRow(ctx, `SELECT `+statusColumns+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return run.Record{}, fmt.Errorf("status of run %s: %w", id, run.ErrNotFound)
+	}
+	if err != nil {
+		return run.Record{}, fmt.Errorf("status of run %s: %w", id, err)
+	}
+	return r, nil
+}
+
 // Horizon is a time before every status change still to commit.
 func (s *OrgStatusReader) Horizon(ctx context.Context) (time.Time, error) {
 	var (
@@ -75,7 +113,7 @@ func (s *OrgStatusReader) StatusesAfter(ctx context.Context, org, workflowID str
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`)
 	b.Queue(horizonQuery)
-	b.Queue(`SELECT `+runColumns+`, r.status_at`+runFrom+` WHERE r.organization_id = $1 AND (r.status_at, r.id) > ($2, $3)
+	b.Queue(`SELECT `+statusColumns+`, r.status_at`+runFrom+` WHERE r.organization_id = $1 AND (r.status_at, r.id) > ($2, $3)
 		AND ($4 = '' OR r.workflow_id = $4) ORDER BY r.status_at, r.id LIMIT $5`, org, after.At, after.RunID, workflowID, limit)
 	b.Queue(`COMMIT`)
 	br := s.pool.SendBatch(ctx, b)
@@ -101,7 +139,7 @@ func (s *OrgStatusReader) StatusesAfter(ctx context.Context, org, workflowID str
 	}
 	for rows.Next() {
 		var c app.RunStatus
-		if c.Run, err = scanRun(withExtra{rows, &c.At}); err != nil {
+		if c.Run, err = scanStatus(withExtra{rows, &c.At}); err != nil {
 			rows.Close()
 			return nil, time.Time{}, fmt.Errorf("status changes of %s: %w", org, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"svc.dev/services/run-orchestrator/internal/app"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -28,7 +29,10 @@ func NewRunReader(pool *pgxpool.Pool) *RunReader {
 const runColumns = `r.id, r.organization_id, r.workflow_id, r.workflow_version, r.definition, r.status, r.input, r.output, r.error, r.trigger,
 	r.created_at, r.started_at, r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name`
 
-const runFrom = ` FROM runs r LEFT JOIN LATERAL (SELECT block_id, kind, wake_at, signal_name FROM waits WHERE run_id = r.id ORDER BY created_at LIMIT 1) w ON true`
+// waitJoin joins the run's oldest wait (a waiting run's, as w).
+const waitJoin = ` LEFT JOIN LATERAL (SELECT block_id, kind, wake_at, signal_name FROM waits WHERE run_id = r.id ORDER BY created_at LIMIT 1) w ON true`
+
+const runFrom = ` FROM runs r` + waitJoin
 
 func scanRun(row pgx.Row) (run.Record, error) {
 	var (
@@ -76,28 +80,84 @@ func (s *RunReader) Get(ctx context.Context, org, id string) (run.Record, error)
 	return r, nil
 }
 
-// List returns org's runs newest first, filtered, after the id f.After.
-func (s *RunReader) List(ctx context.Context, org string, f run.ListFilter) ([]run.Record, error) {
-	rows, err := s.pool.Query(ctx, `SELECT `+runColumns+runFrom+` WHERE r.organization_id = $1
-		AND ($2 = '' OR r.workflow_id = $2) AND ($3 = '' OR r.status = $3) AND ($4 = '' OR r.id < $4)
-		ORDER BY r.id DESC LIMIT $5`, org, f.WorkflowID, string(f.Status), f.After, f.Limit)
+// runBytes is what a run costs a page: its JSON members as the text Postgres stores, plus 512
+// bytes for the rest (ids, status, times, member names), so a page of small runs stops at its
+// budget too. The response is compact JSON: at most this, except for U+2028 and U+2029, which
+// it escapes (3 bytes become 6).
+const runBytes = `(octet_length(r.input::text) + coalesce(octet_length(r.output::text), 0) + coalesce(octet_length(r.error::text), 0)
+	+ octet_length(r.trigger::text) + 512)::bigint`
+
+// runFilter is a list's filter: $1 organization, $2 workflow ("" any), $3 status ("" any).
+const runFilter = `r.organization_id = $1 AND ($2 = '' OR r.workflow_id = $2) AND ($3 = '' OR r.status = $3)`
+
+// listQuery walks the organization's runs newest first, one index step at a time, adding up
+// their sizes, and stops after the first run past the page: the limit ($5) or the byte budget
+// ($6), whichever comes first (the first run is always in the page, whatever its size). Only
+// the runs walked are sized and only those in the page are read in full, so neither the
+// database nor this process handles more than the budget and one run, however large the runs
+// and the limit. The walk's length tells whether runs follow the page. A list sends no
+// definition: it is not read.
+const listQuery = `WITH RECURSIVE walk AS (
+	(SELECT r.id, 1 AS n, ` + runBytes + ` AS total FROM runs r
+		WHERE ` + runFilter + ` AND ($4 = '' OR r.id < $4) ORDER BY r.id DESC LIMIT 1)
+	UNION ALL
+	SELECT nx.id, p.n + 1, p.total + nx.size FROM walk p CROSS JOIN LATERAL (
+		SELECT r.id, ` + runBytes + ` AS size FROM runs r WHERE ` + runFilter + ` AND r.id < p.id ORDER BY r.id DESC LIMIT 1) nx
+	WHERE p.n <= $5 AND (p.n = 1 OR p.total <= $6)
+)
+SELECT r.id, r.organization_id, r.workflow_id, r.workflow_version, NULL::jsonb, r.status, r.input, r.output, r.error, r.trigger,
+	r.created_at, r.started_at, r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name, (SELECT max(n) FROM walk)
+FROM walk p JOIN runs r ON r.id = p.id` + waitJoin + `
+WHERE p.n <= $5 AND (p.n = 1 OR p.total <= $6) ORDER BY r.id DESC`
+
+// List returns org's runs newest first, filtered, after the id f.After: at most f.Limit, and
+// no more than fit in maxBytes (at least one). More says whether runs follow the page.
+func (s *RunReader) List(ctx context.Context, org string, f run.ListFilter, maxBytes int64) (app.RunPage, error) {
+	rows, err := s.pool.Query(ctx, listQuery, org, f.WorkflowID, string(f.Status), f.After, f.Limit, maxBytes)
 	if err != nil {
-		return nil, fmt.Errorf("list runs: %w", err)
+		return app.RunPage{}, fmt.Errorf("list runs: %w", err)
 	}
 	defer rows.Close()
-	var out []run.Record
+	var (
+		page   app.RunPage
+		walked int
+	)
 	for rows.Next() {
-		r, err := scanRun(rows)
+		r, err := scanRun(withExtra{rows, &walked})
 		if err != nil {
-			return nil, fmt.Errorf("list runs: %w", err)
+			return app.RunPage{}, fmt.Errorf("list runs: %w", err)
 		}
-		out = append(out, r)
+		page.Runs = append(page.Runs, r)
 	}
-	return out, rows.Err()
+	if err := rows.Err(); err != nil {
+		return app.RunPage{}, fmt.Errorf("list runs: %w", err)
+	}
+	page.More = walked > len(page.Runs)
+	return page, nil
 }
 
-// Logs lists attempts of the run with seq > after, in seq order.
-func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error) {
+// attemptBytes is what an attempt costs a page of logs, as runBytes is a run's (256 bytes for
+// the rest).
+const attemptBytes = `(coalesce(octet_length(a.input::text), 0) + coalesce(octet_length(a.output::text), 0)
+	+ coalesce(octet_length(a.error::text), 0) + 256)::bigint`
+
+// logsQuery walks the run's attempts by change sequence after $2 as listQuery walks runs: at
+// most $3 of them, no more than fit in $4 bytes (at least one), read in full only once the
+// page is known.
+const logsQuery = `WITH RECURSIVE walk AS (
+	(SELECT a.seq, 1 AS n, ` + attemptBytes + ` AS total FROM step_attempts a WHERE a.run_id = $1 AND a.seq > $2 ORDER BY a.seq LIMIT 1)
+	UNION ALL
+	SELECT nx.seq, p.n + 1, p.total + nx.size FROM walk p CROSS JOIN LATERAL (
+		SELECT a.seq, ` + attemptBytes + ` AS size FROM step_attempts a WHERE a.run_id = $1 AND a.seq > p.seq ORDER BY a.seq LIMIT 1) nx
+	WHERE p.n < $3 AND p.total <= $4
+)
+SELECT a.id, a.block_id, a.type, a.attempt, a.status, a.seq, a.started_at, a.finished_at, a.input, a.output, a.error
+FROM walk p JOIN step_attempts a ON a.run_id = $1 AND a.seq = p.seq
+WHERE p.n = 1 OR p.total <= $4 ORDER BY a.seq`
+
+// Logs lists attempts of the run with seq > after, in seq order: at most limit, and no more
+// than fit in maxBytes (at least one).
+func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, limit int, maxBytes int64) ([]run.Attempt, error) {
 	var owner string
 	err := s.pool.QueryRow(ctx, `SELECT organization_id FROM runs WHERE id = $1`, runID).Scan(&owner)
 	if errors.Is(err, pgx.ErrNoRows) || (err == nil && owner != org) {
@@ -106,8 +166,7 @@ func (s *RunReader) Logs(ctx context.Context, org, runID string, after int64, li
 	if err != nil {
 		return nil, fmt.Errorf("logs of %s: %w", runID, err)
 	}
-	rows, err := s.pool.Query(ctx, `SELECT id, block_id, type, attempt, status, seq, started_at, finished_at, input, output, error
-		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`, runID, after, limit)
+	rows, err := s.pool.Query(ctx, logsQuery, runID, after, limit, maxBytes)
 	if err != nil {
 		return nil, fmt.Errorf("logs of %s: %w", runID, err)
 	}

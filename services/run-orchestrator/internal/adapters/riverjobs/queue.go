@@ -37,6 +37,9 @@ type Config struct {
 	Replica string
 	// Workers is how many runs this replica drives at once (default 100).
 	Workers int
+	// OrgCeiling is how many of them may drive one organization's runs (0: nine in ten of
+	// Workers, at least one; the rest stay free for other organizations).
+	OrgCeiling int
 	// Tracer and Propagator trace the runs' steps (nil: not traced).
 	Tracer     trace.TracerProvider
 	Propagator propagation.TextMapPropagator
@@ -52,6 +55,7 @@ type Queue struct {
 	eval       func(src string, scope map[string]any) (any, error)
 	fair       *fairshare.Clock
 	turns      *turns
+	ceiling    *ceiling
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 
@@ -104,6 +108,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 		running: map[string]map[int64]context.CancelCauseFunc{}, stopping: make(chan struct{}),
 	}
 	q.turns = &turns{pool: pool, clock: q.fair}
+	q.ceiling = newCeiling(OrgCeiling(cfg.Workers, cfg.OrgCeiling))
 	for _, entry := range catalog {
 		q.catalog[entry.Type] = entry
 	}
@@ -130,6 +135,15 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return q, nil
+}
+
+// OrgCeiling is the ceiling on one organization's workers of a replica of workers: ceiling
+// when it is set, else nine in ten of the workers, at least one.
+func OrgCeiling(workers, ceiling int) int {
+	if ceiling > 0 {
+		return min(ceiling, workers)
+	}
+	return max(1, workers-workers/10)
 }
 
 func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {

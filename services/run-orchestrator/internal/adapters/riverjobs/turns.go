@@ -64,6 +64,17 @@ func (t *turns) yield(ctx context.Context, org string) bool {
 	return false
 }
 
+// othersQueued reports whether a job of an organization other than org is at the head of the
+// queue.
+func (t *turns) othersQueued(ctx context.Context, org string) bool {
+	for _, j := range t.queueHead(ctx, time.Now()) {
+		if j.org != org {
+			return true
+		}
+	}
+	return false
+}
+
 // queueHead is the head of the queue, read at most every headEvery; while one worker reads it,
 // the others use the last read. A failed read leaves the last one in place: turns are a
 // matter of fairness, never of correctness.

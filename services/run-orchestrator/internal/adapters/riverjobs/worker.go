@@ -44,6 +44,13 @@ func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
 		// like a job due at a time of its own, has a wall-clock time there instead).
 		w.q.fair.Took(rj.ScheduledAt)
 	}
+	org := rj.Args.Org
+	if !w.q.ceiling.acquire(ctx, org, func() bool { return w.q.turns.othersQueued(ctx, org) }, w.q.stopping) {
+		// The organization holds its ceiling of this replica's workers: the job goes back to
+		// the queue, not counted as a try, and the worker takes what is at the head.
+		return river.JobSnooze(0)
+	}
+	defer w.q.ceiling.release(org)
 	job := &runstore.Job{ID: rj.ID, RunID: rj.Args.RunID, Try: rj.Attempt, Handle: rj}
 	err := w.q.driveSafely(ctx, rj, job)
 	if err == nil || rj.Attempt < rj.MaxAttempts || ctx.Err() != nil {

@@ -290,7 +290,8 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				}
 				continue
 			}
-			rec, err := s.h.Runs.Reader().Get(r.Context(), o, id)
+			// Its status only: a notified run is read without its input and output.
+			rec, err := s.h.OrgStatuses.Run(r.Context(), o, id)
 			if err != nil {
 				if errors.Is(err, run.ErrNotFound) || errors.Is(err, context.Canceled) {
 					continue

@@ -28,6 +28,8 @@ type Handlers struct {
 	Events      app.RunEvents
 	OrgStatuses app.OrgStatuses
 	Stream      StreamConfig
+	// PageBytes bounds the bytes of a page of runs or of logs; 0 is app.PageBytes.
+	PageBytes int64
 }
 
 type server struct {
@@ -41,6 +43,9 @@ type server struct {
 func NewRouter(h Handlers, log *slog.Logger) *mux.Router {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
+	}
+	if h.PageBytes <= 0 {
+		h.PageBytes = app.PageBytes
 	}
 	s := server{h: h, stream: h.Stream, log: log}
 	rs := web.Responder{Log: log, Map: func(err error) *errs.Error { return toAppError(err) }}
@@ -134,25 +139,26 @@ func (s server) list(w http.ResponseWriter, r *http.Request, workflowID string) 
 	if err != nil {
 		return err
 	}
-	f := run.ListFilter{WorkflowID: workflowID, Status: run.Status(status), Limit: page.Limit + 1}
+	f := run.ListFilter{WorkflowID: workflowID, Status: run.Status(status), Limit: page.Limit}
 	if f.Status != "" && !f.Status.Valid() {
 		return errs.Newf(errs.InvalidQuery, "status must be one of queued, running, waiting, completed, failed, cancelled")
 	}
 	if len(page.After) > 0 {
 		f.After = page.After[0]
 	}
-	recs, err := s.h.List.Handle(r.Context(), app.ListRuns{OrganizationID: org(r), Filter: f})
+	// The page stops at the limit or at PageBytes, whichever comes first: a short page with a
+	// cursor is not the last one.
+	res, err := s.h.List.Handle(r.Context(), app.ListRuns{OrganizationID: org(r), Filter: f, MaxBytes: s.h.PageBytes})
 	if err != nil {
 		return err
 	}
 	var next *string
-	if len(recs) > page.Limit {
-		recs = recs[:page.Limit]
-		c := rule.EncodeCursor(recs[len(recs)-1].ID)
+	if res.More && len(res.Runs) > 0 {
+		c := rule.EncodeCursor(res.Runs[len(res.Runs)-1].ID)
 		next = &c
 	}
-	items := make([]runResponse, len(recs))
-	for i, rec := range recs {
+	items := make([]runResponse, len(res.Runs))
+	for i, rec := range res.Runs {
 		items[i] = toRunResponse(rec, false)
 	}
 	web.WriteJSON(w, http.StatusOK, map[string]any{"items": items, "nextCursor": next})
@@ -179,7 +185,9 @@ func (s server) logs(w http.ResponseWriter, r *http.Request) error {
 			return &wire.PageError{Message: "after must be a nextCursor returned by this list"}
 		}
 	}
-	items, err := s.h.Runs.Reader().Logs(r.Context(), org(r), id, after, page.Limit)
+	// A page stops at the limit or at PageBytes: a page shorter than the limit may not be the
+	// end, so a reader goes on until a page is empty (the cursor is returned on every page).
+	items, err := s.h.Runs.Reader().Logs(r.Context(), org(r), id, after, page.Limit, s.h.PageBytes)
 	if err != nil {
 		if code := toAppError(err).Code; code == errs.NotFound || code == errs.Unavailable {
 			return err // a store that cannot be reached is 503, as on every route here

@@ -36,9 +36,11 @@ func (m *memReader) Get(_ context.Context, org, id string) (run.Record, error) {
 	return run.Record{}, run.ErrNotFound
 }
 
-func (m *memReader) List(_ context.Context, org string, f run.ListFilter) ([]run.Record, error) {
+// List and Logs page as the Postgres reader does: at most the limit, no more than fit in
+// maxBytes (the JSON members' length and a fixed overhead per item), at least one.
+func (m *memReader) List(_ context.Context, org string, f run.ListFilter, maxBytes int64) (app.RunPage, error) {
 	if strings.ContainsRune(f.WorkflowID, 0) || !utf8.ValidString(f.WorkflowID) {
-		return nil, errors.New("ERROR: invalid byte sequence for encoding \"UTF8\"") // as Postgres answers
+		return app.RunPage{}, errors.New("ERROR: invalid byte sequence for encoding \"UTF8\"") // as Postgres answers
 	}
 	var out []run.Record
 	for _, r := range m.runs {
@@ -48,21 +50,33 @@ func (m *memReader) List(_ context.Context, org string, f run.ListFilter) ([]run
 		}
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID > out[j].ID })
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
+	var total int64
+	for i, r := range out {
+		total += int64(len(r.Input)+len(r.Output)+len(r.Error)+len(r.Trigger)) + 512
+		if i == f.Limit || (i > 0 && total > maxBytes) {
+			return app.RunPage{Runs: out[:i], More: true}, nil
+		}
 	}
-	return out, nil
+	return app.RunPage{Runs: out}, nil
 }
 
-func (m *memReader) Logs(ctx context.Context, org, runID string, after int64, limit int) ([]run.Attempt, error) {
+func (m *memReader) Logs(ctx context.Context, org, runID string, after int64, limit int, maxBytes int64) ([]run.Attempt, error) {
 	if _, err := m.Get(ctx, org, runID); err != nil {
 		return nil, err
 	}
-	var out []run.Attempt
+	var (
+		out   []run.Attempt
+		total int64
+	)
 	for _, a := range m.attempts[runID] {
-		if a.Seq > after && len(out) < limit {
-			out = append(out, a)
+		if a.Seq <= after {
+			continue
 		}
+		total += int64(len(a.Input)+len(a.Output)+len(a.Error)) + 256
+		if len(out) == limit || (len(out) > 0 && total > maxBytes) {
+			break
+		}
+		out = append(out, a)
 	}
 	return out, nil
 }
