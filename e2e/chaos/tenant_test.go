@@ -68,6 +68,9 @@ func (tn *tenant) start(ctx context.Context, deadline time.Time, kind, key strin
 // answer says what a reply was, for the report: its status and error code, or the transport
 // error when no answer came.
 func answer(r reply) string {
+	if r.status == 0 && r.err == nil {
+		return "no answer"
+	}
 	if r.status == 0 {
 		return fmt.Sprintf("no answer (%v)", r.err)
 	}
