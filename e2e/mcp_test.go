@@ -91,13 +91,14 @@ func TestMCP(t *testing.T) {
 
 	t.Run("HTTPWithABrowserSession", func(t *testing.T) {
 		t.Parallel()
-		// Signed in as the console is: the session cookie and nothing else.
+		// Signed in as the console is: the session cookie and the page's Origin, which a
+		// browser sends with every POST.
 		a := signUp(t, sys, "mcp-cookie")
 		in := newClient(t, sys).post("/api/auth/sign-in/email", map[string]any{"email": a.email, "password": a.password})
 		require.Equal(t, http.StatusOK, in.Status, in.Raw)
 		cookie := sessionCookie(t, in.Header)
 		s := mcpConnect(t, &mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{
-			Timeout: 3 * time.Minute, Transport: headerTransport{name: "Cookie", value: cookie}}})
+			Timeout: 3 * time.Minute, Transport: headerTransport{name: "Cookie", value: cookie, origin: testOrigin}}})
 
 		wf := mcpCall(t, s, "workflows_create", map[string]any{"name": "mcp-cookie", "definition": map[string]any{
 			"blocks": []any{
@@ -128,8 +129,11 @@ func TestMCP(t *testing.T) {
 		r := call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), hdr...)
 		requireError(t, r, http.StatusUnauthorized, "unauthorized")
 		require.NotEmpty(t, r.Body["message"], r.Raw)
-		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie[:len(cookie)-4]+"AAAA")...)
+		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie[:len(cookie)-4]+"AAAA", "Origin", testOrigin)...)
 		requireError(t, r, http.StatusUnauthorized, "unauthorized")
+		// The real cookie from a page of another site: 403 invalid_origin, nothing runs.
+		r = call(t, http.MethodPost, sys.BaseURL+"/api/mcp", strings.NewReader(list), append(slices.Clone(hdr), "Cookie", cookie, "Origin", "https://evil.example")...)
+		requireError(t, r, http.StatusForbidden, "invalid_origin")
 		_, err := mcp.NewClient(&mcp.Implementation{Name: "svc-e2e", Version: "1"}, nil).Connect(t.Context(),
 			&mcp.StreamableClientTransport{Endpoint: sys.BaseURL + "/api/mcp", HTTPClient: &http.Client{Timeout: 30 * time.Second}}, nil)
 		require.Error(t, err, "a client without credentials cannot even initialize")
@@ -556,11 +560,16 @@ func apiKeyOf(t *testing.T, u *runsUser) string {
 
 // headerTransport sends one header on every request, as an MCP client configured with a
 // credential does.
-type headerTransport struct{ name, value string }
+// headerTransport sets a header on every request, and Origin when origin is set (a
+// cookie-authenticated write needs a trusted one, as a browser sends it).
+type headerTransport struct{ name, value, origin string }
 
 func (h headerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	r = r.Clone(r.Context())
 	r.Header.Set(h.name, h.value)
+	if h.origin != "" {
+		r.Header.Set("Origin", h.origin)
+	}
 	return http.DefaultTransport.RoundTrip(r)
 }
 

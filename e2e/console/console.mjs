@@ -141,7 +141,10 @@ try {
       { block_id: "hold", target_block_id: "done" },
     ],
   };
-  const created = await page.request.post(base + "/api/workflows", { data: { name: "console-demo", definition } });
+  // page.request shares the page's cookies but is not the page's fetch: it sends no Origin of
+  // its own, and the gateway refuses a cookie-authenticated write without one.
+  const sameOrigin = { Origin: new URL(base).origin };
+  const created = await page.request.post(base + "/api/workflows", { data: { name: "console-demo", definition }, headers: sameOrigin });
   if (created.status() !== 201) throw new Error(`create workflow: ${created.status()} ${await created.text()}`);
   const wf = await created.json();
 
@@ -182,7 +185,7 @@ try {
   if (page.url() !== runURL) throw new Error("the run page reloaded");
 
   step("cancel another run from the page");
-  const started = await page.request.post(base + `/api/workflows/${wf.id}/run`, { data: { input: { n: 9 } } });
+  const started = await page.request.post(base + `/api/workflows/${wf.id}/run`, { data: { input: { n: 9 } }, headers: sameOrigin });
   const { runId } = await started.json();
   await page.goto(base + "/runs");
   await page.locator(`tr[data-run="${runId}"]`).getByRole("link").click();

@@ -36,6 +36,9 @@ const (
 	CancelFailed         Code = "cancel_failed"
 	LogsFailed           Code = "logs_failed"
 	Unavailable          Code = "unavailable"
+	// InvalidOrigin is a state-changing request authenticated by the session cookie whose
+	// Origin (or Sec-Fetch-Site, or Referer) does not show it was sent by a trusted page.
+	InvalidOrigin Code = "invalid_origin"
 	// InternalOnlyLog is a failure whose cause is logged and never sent: the client sees
 	// {"error":"internal"}.
 	InternalOnlyLog Code = "internal"
@@ -46,6 +49,8 @@ func (c Code) Status() int {
 	switch c {
 	case Unauthorized, NoActiveOrganization, InvalidSignature:
 		return http.StatusUnauthorized
+	case InvalidOrigin:
+		return http.StatusForbidden
 	case NotFound, WorkflowNotFound:
 		return http.StatusNotFound
 	case MethodNotAllowed:

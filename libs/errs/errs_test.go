@@ -20,6 +20,7 @@ func TestCodeStatus(t *testing.T) {
 		errs.DispatchFailed: 500, errs.CancelFailed: 500, errs.LogsFailed: 500,
 		errs.InvalidSignature: 401, errs.WebhookRejected: 400, errs.RunFinished: 409,
 		errs.WorkflowNameTaken: 409, errs.Unavailable: 503, errs.InternalOnlyLog: 500,
+		errs.InvalidOrigin: 403,
 	} {
 		require.Equal(t, status, code.Status(), code)
 	}

@@ -13,11 +13,14 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
 	"github.com/sony/gobreaker/v2"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
 
 	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
@@ -76,7 +79,9 @@ func New(cfg Config) *Client {
 		ExpectContinueTimeout: time.Second,
 	}
 	signed := internalauth.Transport{Signer: cfg.Signer, Service: cfg.Service, Base: base, Now: time.Now}
-	traced := otelhttp.NewTransport(signed,
+	// otelhttp records the whole URL (url.full) on the client span, query included; a
+	// forwarded client request's query may carry a secret (POST /api/auth/reset-password?token=).
+	traced := otelhttp.NewTransport(redactingTransport{next: signed},
 		otelhttp.WithTracerProvider(cfg.Telemetry.Tracer),
 		otelhttp.WithMeterProvider(cfg.Telemetry.Meter),
 		otelhttp.WithPropagators(cfg.Telemetry.Propagator),
@@ -161,6 +166,44 @@ func (c *Client) Do(ctx context.Context, method, path string, in, out any) error
 		}
 	}
 	return nil
+}
+
+// redactingTransport runs inside otelhttp's client span and overwrites the span's url.full
+// with RedactedURL: the span is recorded with the last value an attribute was given.
+type redactingTransport struct{ next http.RoundTripper }
+
+func (t redactingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL != nil && req.URL.RawQuery != "" {
+		trace.SpanFromContext(req.Context()).SetAttributes(semconv.URLFull(RedactedURL(req.URL)))
+	}
+	return t.next.RoundTrip(req)
+}
+
+// Redacted is what every query value becomes in RedactedURL.
+const Redacted = "REDACTED"
+
+// RedactedURL is u as telemetry may record it: no user info, and every query value replaced
+// by Redacted, names kept (a query of a forwarded request is the client's and may hold a
+// token, a signature, an address). A query that does not parse is replaced as a whole.
+func RedactedURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	if c.RawQuery != "" {
+		q, err := url.ParseQuery(c.RawQuery)
+		if err != nil {
+			c.RawQuery = Redacted
+		} else {
+			for k, vs := range q {
+				for i := range vs {
+					vs[i] = Redacted
+				}
+				q[k] = vs
+			}
+			c.RawQuery = q.Encode()
+		}
+	}
+	c.ForceQuery = false
+	return c.String()
 }
 
 type breakerTransport struct {

@@ -121,9 +121,12 @@ func (o Options) withDefaults() Options {
 
 // Limiter decides in Redis, or in process while Redis fails. It is safe for concurrent use.
 type Limiter struct {
-	log       *slog.Logger
-	rate      *redis_rate.Limiter
-	local     *Local
+	log   *slog.Logger
+	rate  *redis_rate.Limiter
+	local *Local
+	// rdb and prefix serve AllowAll's own script; Allow goes through redis_rate.
+	rdb       *redis.Client
+	prefix    string
 	breaker   *gobreaker.CircuitBreaker[Result]
 	timeout   time.Duration
 	fallbacks atomic.Uint64
@@ -155,6 +158,8 @@ func NewWithOptions(rdb *redis.Client, keys redisx.Keys, log *slog.Logger, opts 
 		log:     log,
 		rate:    redis_rate.NewLimiter(prefixed{Client: rdb, prefix: keys.Prefix()}),
 		local:   NewLocal(opts.Now, opts.MaxLocalKeys),
+		rdb:     rdb,
+		prefix:  keys.Prefix(),
 		timeout: opts.Timeout,
 		counter: counter,
 	}

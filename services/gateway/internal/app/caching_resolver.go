@@ -93,7 +93,7 @@ func (c *CachingResolver) ResolveAndAllow(ctx context.Context, cr Credentials, l
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				lim = limiter.Allow(ctx, BucketKey(e.res.Identity))
+				lim = limiter.Allow(ctx, e.res.Identity)
 			}()
 		}
 		epoch, err := c.epochs.Epoch(ctx)
@@ -119,7 +119,7 @@ func (c *CachingResolver) ResolveAndAllow(ctx context.Context, cr Credentials, l
 		if res.Identity == e.res.Identity {
 			return res, taken, nil
 		}
-		lim = limiter.Allow(ctx, BucketKey(res.Identity))
+		lim = limiter.Allow(ctx, res.Identity)
 		return res, &lim, nil
 	}
 
@@ -136,7 +136,7 @@ func (c *CachingResolver) ResolveAndAllow(ctx context.Context, cr Credentials, l
 	if res.Rejection != "" || limiter == nil {
 		return res, nil, nil
 	}
-	lim := limiter.Allow(ctx, BucketKey(res.Identity))
+	lim := limiter.Allow(ctx, res.Identity)
 	return res, &lim, nil
 }
 

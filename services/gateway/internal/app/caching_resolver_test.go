@@ -60,10 +60,10 @@ type countingLimiter struct {
 	keys []string
 }
 
-func (l *countingLimiter) Allow(_ context.Context, key string) ratelimit.Result {
+func (l *countingLimiter) Allow(_ context.Context, id internalauth.Identity) ratelimit.Result {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.keys = append(l.keys, key)
+	l.keys = append(l.keys, app.BucketKey(id))
 	return ratelimit.Result{Allowed: true, Limit: 60, Remaining: 59}
 }
 

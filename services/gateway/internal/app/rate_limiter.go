@@ -11,10 +11,11 @@ import (
 )
 
 // RateLimiter is the token bucket store as the guard needs it: one token per guarded request
-// from the bucket of key (BucketKey), with the capacity and refill the limiter was built
-// with. It always decides; an outage of its store is its own business.
+// of id, from the bucket of its principal (BucketKey) and from its organization's
+// (OrganizationBucketKey) alike, with the capacities and refills the limiter was built with.
+// It always decides; an outage of its store is its own business.
 type RateLimiter interface {
-	Allow(ctx context.Context, key string) ratelimit.Result
+	Allow(ctx context.Context, id internalauth.Identity) ratelimit.Result
 }
 
 // BucketKey names the bucket of an identity: one per (organization, principal), so that one
@@ -23,6 +24,13 @@ type RateLimiter interface {
 // never share a bucket.
 func BucketKey(id internalauth.Identity) string {
 	return "gw:" + id.OrganizationID + ":" + id.Principal()
+}
+
+// OrganizationBucketKey names the bucket every principal of id's organization shares, so that
+// creating API keys does not multiply an organization's share of the system. Principals are
+// prefixed ids, never "org", so it cannot be a principal's bucket.
+func OrganizationBucketKey(id internalauth.Identity) string {
+	return "gw:org:" + id.OrganizationID
 }
 
 // refusalCounting counts the requests its RateLimiter refuses.
@@ -48,8 +56,8 @@ func CountRefusals(next RateLimiter, mp metric.MeterProvider) RateLimiter {
 	return refusalCounting{next: next, refused: refused}
 }
 
-func (c refusalCounting) Allow(ctx context.Context, key string) ratelimit.Result {
-	res := c.next.Allow(ctx, key)
+func (c refusalCounting) Allow(ctx context.Context, id internalauth.Identity) ratelimit.Result {
+	res := c.next.Allow(ctx, id)
 	if !res.Allowed {
 		c.refused.Add(context.WithoutCancel(ctx), 1)
 	}

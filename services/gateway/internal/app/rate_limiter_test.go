@@ -37,7 +37,7 @@ func TestBucketKey(t *testing.T) {
 // scripted answers Allowed from a list, in order.
 type scripted struct{ answers []bool }
 
-func (s *scripted) Allow(context.Context, string) ratelimit.Result {
+func (s *scripted) Allow(context.Context, internalauth.Identity) ratelimit.Result {
 	a := s.answers[0]
 	s.answers = s.answers[1:]
 	return ratelimit.Result{Allowed: a, Limit: 1}
@@ -52,7 +52,7 @@ func TestCountRefusals(t *testing.T) {
 		l := app.CountRefusals(&scripted{answers: []bool{true, false, true, false, false}}, tel.Meter)
 		var allowed []bool
 		for range 5 {
-			allowed = append(allowed, l.Allow(t.Context(), "k").Allowed)
+			allowed = append(allowed, l.Allow(t.Context(), internalauth.Identity{OrganizationID: "org_1", UserID: "usr_1"}).Allowed)
 		}
 		require.Equal(t, []bool{true, false, true, false, false}, allowed, "decisions pass through")
 		rec := httptest.NewRecorder()

@@ -4,9 +4,12 @@ package service
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -38,14 +41,34 @@ type Config struct {
 	// RateLimitPerMinute is the capacity and the per-minute refill of each (organization,
 	// principal) bucket.
 	RateLimitPerMinute int
+	// RateLimitOrgPerMinute is the capacity and per-minute refill of each organization's
+	// bucket, which every request of the organization takes a token from as well, so that
+	// more API keys do not mean a larger share (SVC_RATE_LIMIT_ORG_PER_MINUTE).
+	RateLimitOrgPerMinute int
 	// GuardCacheTTL is how long the guard may reuse an identity while identity's revocation
 	// epoch has not moved; 0 resolves every request.
 	GuardCacheTTL time.Duration
 	// MaxStreams is how many run event streams one principal may hold open at once, across
 	// gateway replicas (SVC_GATEWAY_MAX_STREAMS, 20); past it 429 rate_limited.
 	MaxStreams int
-	Base       boot.Config
+	// Origins are the trusted origins (SVC_PUBLIC_URL's and SVC_TRUSTED_ORIGINS, read as
+	// identity reads them): a write the session cookie authenticates must come from a page of
+	// one of them.
+	Origins web.Origins
+	Base    boot.Config
 }
+
+// DefaultPublicURL is SVC_PUBLIC_URL's default, identity's too: the two must agree on the
+// origins they trust.
+const DefaultPublicURL = "http://localhost:8080"
+
+// OrgRateLimitMultiple is SVC_RATE_LIMIT_ORG_PER_MINUTE's default as a multiple of
+// SVC_RATE_LIMIT_PER_MINUTE (600 with the default 60): an organization's users and keys
+// together get ten principals' worth, however many keys it creates.
+const OrgRateLimitMultiple = 10
+
+// maxOrgRateLimit bounds SVC_RATE_LIMIT_ORG_PER_MINUTE.
+const maxOrgRateLimit = 10_000_000
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
 func LoadConfig(lookup env.LookupFunc) (Config, error) {
@@ -65,6 +88,16 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		MaxStreams:         r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
 		Base:               boot.ReadConfig(r, needs()),
 	}
+	// Unset, the organization's bucket is ten principals' worth of whatever the principal's is.
+	cfg.RateLimitOrgPerMinute = r.Int("SVC_RATE_LIMIT_ORG_PER_MINUTE",
+		min(OrgRateLimitMultiple*cfg.RateLimitPerMinute, maxOrgRateLimit), 1, maxOrgRateLimit)
+	public := r.URL("SVC_PUBLIC_URL", DefaultPublicURL, "http", "https")
+	trusted := strings.Split(r.String("SVC_TRUSTED_ORIGINS", ""), ",")
+	origins, err := web.NewOrigins(append(trusted, public)...)
+	if err != nil {
+		return cfg, errors.Join(r.Err(), fmt.Errorf("setting SVC_TRUSTED_ORIGINS: %w", err))
+	}
+	cfg.Origins = origins
 	return cfg, r.Err()
 }
 
@@ -104,7 +137,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// Token buckets in Redis; in process, per replica, while Redis fails (libs/ratelimit).
 	limiter := ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter})
 	buckets := app.CountRefusals(
-		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute)), base.Tel.Meter)
+		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute), ratelimit.PerMinute(cfg.RateLimitOrgPerMinute)),
+		base.Tel.Meter)
 	// Identities are reused for at most GuardCacheTTL while identity's revocation epoch stays
 	// put (app.CachingResolver), so a revocation still fails the very next request.
 	var guardResolver app.Resolver = resolver
@@ -112,7 +146,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 		guardResolver = app.NewCachingResolver(resolver, ratelimiter.NewRedisEpochReader(base.Redis, base.Keys),
 			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
 	}
-	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams)
+	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
+		WithTrustedOrigins(cfg.Origins)
 	if base.Redis != nil {
 		// The cap on open streams holds across replicas, counted in Redis (on each replica
 		// alone while Redis fails).

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/service"
 )
 
@@ -49,4 +50,61 @@ func TestLoadConfigRateLimit(t *testing.T) {
 			require.ErrorContains(t, err, "SVC_RATE_LIMIT_PER_MINUTE")
 		})
 	}
+}
+
+// TestLoadConfigOrigins: the gateway trusts the origins identity trusts, from the same
+// settings with the same defaults.
+func TestLoadConfigOrigins(t *testing.T) {
+	t.Parallel()
+	lookup := func(vars map[string]string) func(string) (string, bool) {
+		return func(name string) (string, bool) {
+			if name == "SVC_INTERNAL_SECRET" {
+				return strings.Repeat("s", 32), true
+			}
+			v, ok := vars[name]
+			return v, ok
+		}
+	}
+	cfg, err := service.LoadConfig(lookup(nil))
+	require.NoError(t, err)
+	require.Equal(t, web.Origins{"http://localhost:8080": true}, cfg.Origins)
+
+	cfg, err = service.LoadConfig(lookup(map[string]string{
+		"SVC_PUBLIC_URL": "https://flow.example.com/app", "SVC_TRUSTED_ORIGINS": "https://admin.example.com:443, http://127.0.0.1:3000",
+	}))
+	require.NoError(t, err)
+	require.Equal(t, web.Origins{"https://flow.example.com": true, "https://admin.example.com": true, "http://127.0.0.1:3000": true}, cfg.Origins)
+
+	_, err = service.LoadConfig(lookup(map[string]string{"SVC_TRUSTED_ORIGINS": "admin.example.com"}))
+	require.ErrorContains(t, err, "SVC_TRUSTED_ORIGINS")
+}
+
+// TestLoadConfigOrgRateLimit: the organization's bucket defaults to ten principals' worth of
+// the configured per-principal limit.
+func TestLoadConfigOrgRateLimit(t *testing.T) {
+	t.Parallel()
+	lookup := func(vars map[string]string) func(string) (string, bool) {
+		return func(name string) (string, bool) {
+			if name == "SVC_INTERNAL_SECRET" {
+				return strings.Repeat("s", 32), true
+			}
+			v, ok := vars[name]
+			return v, ok
+		}
+	}
+	for _, tc := range []struct {
+		vars map[string]string
+		want int
+	}{
+		{nil, 600},
+		{map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000000"}, 10_000_000},
+		{map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "5"}, 50},
+		{map[string]string{"SVC_RATE_LIMIT_ORG_PER_MINUTE": "90"}, 90},
+	} {
+		cfg, err := service.LoadConfig(lookup(tc.vars))
+		require.NoError(t, err)
+		require.Equal(t, tc.want, cfg.RateLimitOrgPerMinute, tc.vars)
+	}
+	_, err := service.LoadConfig(lookup(map[string]string{"SVC_RATE_LIMIT_ORG_PER_MINUTE": "0"}))
+	require.ErrorContains(t, err, "SVC_RATE_LIMIT_ORG_PER_MINUTE")
 }

@@ -40,6 +40,7 @@ type engineConfig struct {
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 	Tracer                           trace.TracerProvider
 	Propagator                       propagation.TextMapPropagator
+	Expressions                      run.EvalLimits
 }
 
 // engine is the runtime: app.Engine (dispatch, signals, cancel) and its life cycle.
@@ -74,9 +75,9 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	for _, entry := range catalog {
 		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
 	}
-	interp := run.NewInterpreter(rules, run.NewTemplates(), func() string { return wire.NewID(wire.Attempt) })
+	interp := run.NewInterpreter(rules, run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) })
 	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
-		catalog, executors.Executors(log, cfg.HTTP), interp.Templates().Eval, log)
+		catalog, executors.Executors(log, cfg.HTTP), log)
 	if err != nil {
 		return nil, err
 	}

@@ -17,6 +17,7 @@ import (
 	"svc.dev/libs/env"
 	"svc.dev/libs/httpclient"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/connectors/expression"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
 	"svc.dev/services/run-orchestrator/internal/adapters/catalogepochs"
 	"svc.dev/services/run-orchestrator/internal/adapters/editorclient"
@@ -26,6 +27,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/domain/run"
 	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
 	"svc.dev/services/run-orchestrator/internal/ports/rpc"
 	"svc.dev/services/run-orchestrator/migrations"
@@ -61,7 +63,12 @@ type Config struct {
 	// while the organization's catalog epoch has not moved (SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL,
 	// 5s; 0: every start reads the editor, and Redis is not used).
 	SnapshotCacheTTL time.Duration
-	Base             boot.Config
+	// Expressions are the budgets of an attempt's template and expression evaluations: the
+	// full one's time (SVC_EXPRESSION_TIMEOUT, 1s) and bytes (SVC_EXPRESSION_MAX_BYTES, 16 MiB,
+	// bounding both what its builtins allocate and what it produces); the small inline budget
+	// of evaluations inside a transaction or a request keeps its defaults (run.EvalLimits).
+	Expressions run.EvalLimits
+	Base        boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -77,9 +84,16 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
 		Stream:              httpport.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
 		SnapshotCacheTTL:    r.Duration("SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL", 5*time.Second),
+		Expressions: run.EvalLimits{Full: expression.Limits{
+			Timeout: r.Duration("SVC_EXPRESSION_TIMEOUT", run.DefaultTimeout),
+			Bytes:   int64(r.Int("SVC_EXPRESSION_MAX_BYTES", run.DefaultMaxBytes, 1<<20, 1<<30)),
+		}},
 	}
 	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
 	err := r.Err()
+	if cfg.Expressions.Full.Timeout <= 0 {
+		err = errors.Join(err, fmt.Errorf("SVC_EXPRESSION_TIMEOUT (%s) must be positive", cfg.Expressions.Full.Timeout))
+	}
 	if cfg.Heartbeat <= 0 || cfg.DeadAfter < 2*cfg.Heartbeat {
 		err = errors.Join(err, fmt.Errorf("SVC_ORCHESTRATOR_DEAD_AFTER (%s) must be at least twice SVC_ORCHESTRATOR_HEARTBEAT (%s), which must be positive",
 			cfg.DeadAfter, cfg.Heartbeat))
@@ -123,7 +137,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		Replica: ReplicaID(),
 		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
-		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator,
+		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator, Expressions: cfg.Expressions,
 	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)

@@ -558,13 +558,23 @@ func TestTick(t *testing.T) {
 		_, calls = sys.orchestrator.snapshot()
 		require.Len(t, calls, n)
 
-		// Another organization's tick fires the schedules too, but its answer lists none of them.
+		// Another organization's tick fires the schedules too, but its answer neither lists nor
+		// counts them (issue 21: claimed told any caller how many schedules every organization
+		// had due).
 		sys.clock.Set(time.Date(2026, 11, 22, 10, 4, 0, 0, time.UTC))
-		r := sys.setup(t).tick(t)
-		require.EqualValues(t, n, r.Body["claimed"])
-		require.Empty(t, r.Body["fired"])
+		other := sys.setup(t)
+		own := other.create(t, map[string]any{"workflowId": other.workflow(t), "cron": "* * * * *"})["id"].(string)
+		sys.clock.Set(time.Date(2026, 11, 22, 10, 5, 0, 0, time.UTC))
+		r := other.tick(t)
+		require.EqualValues(t, 1, r.Body["claimed"], "its own schedule only: %s", r.Raw)
+		fired = map[string]string{}
+		for _, f := range items(t, r.Body["fired"]) {
+			fired[f["scheduleId"].(string)] = f["runId"].(string)
+		}
+		require.Len(t, fired, 1)
+		require.Contains(t, fired, own)
 		runs, _ = sys.orchestrator.snapshot()
-		require.Len(t, runs, 2*n)
+		require.Len(t, runs, 2*n+1, "everything due was fired all the same")
 	})
 
 	t.Run("OrchestratorOutageFiresOnceOnALaterTick", func(t *testing.T) {

@@ -88,7 +88,14 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	}
 
 	dedupeKey := idempotencyKey(r, key)
-	id, storeUp := h.lookup(ctx, dedupeKey)
+	keys, startKey := []string{dedupeKey}, dedupeKey
+	if r.SignedBodyOnly {
+		// The only key a replayer cannot change is the body's; the orchestrator's record (the
+		// backstop, when Redis missed or lost the keys) is made under it.
+		startKey = bodyKey(r, d.Request.RawBody)
+		keys = append(keys, startKey)
+	}
+	id, storeUp := h.lookup(ctx, keys)
 	if id != "" {
 		return Accepted{RunID: id, Deduplicated: true}, nil
 	}
@@ -107,19 +114,19 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	// The start travels to the orchestrator as one request under the same 1 MiB limit as any
 	// request body: a delivery near the gateway's limit makes an input past it, which no
 	// redelivery can fix (so not a 503 a sender would retry forever).
-	if n := len(raw) + len(trigger) + len(dedupeKey) + len(r.WorkflowName) + len(orgID) + startRunOverhead; n > MaxStartBytes {
-		return Accepted{}, &InputTooLargeError{Size: len(raw), Max: MaxStartBytes - startRunOverhead - len(trigger) - len(dedupeKey) - len(r.WorkflowName) - len(orgID)}
+	if n := len(raw) + len(trigger) + len(startKey) + len(r.WorkflowName) + len(orgID) + startRunOverhead; n > MaxStartBytes {
+		return Accepted{}, &InputTooLargeError{Size: len(raw), Max: MaxStartBytes - startRunOverhead - len(trigger) - len(startKey) - len(r.WorkflowName) - len(orgID)}
 	}
 	started, err := h.runs.StartRun(ctx, StartRun{
 		OrganizationID: orgID, WorkflowName: r.WorkflowName, Input: raw,
-		IdempotencyKey: dedupeKey, Trigger: trigger,
+		IdempotencyKey: startKey, Trigger: trigger,
 	})
 	if err != nil {
 		return Accepted{}, err
 	}
 	if storeUp {
 		// A store that just failed is not written to: the delivery would wait for it twice.
-		h.remember(ctx, dedupeKey, started.RunID)
+		h.remember(ctx, keys, started.RunID)
 	}
 	return Accepted(started), nil
 }
@@ -167,11 +174,12 @@ func asRejection(err error) error {
 	return &route.RejectedError{Reason: err.Error()}
 }
 
-// lookup returns the run the store names for key ("" when none) and whether the store answered.
-func (h DeliverWebhookHandler) lookup(ctx context.Context, key string) (string, bool) {
+// lookup returns the run the store names for any of keys ("" when none) and whether the store
+// answered.
+func (h DeliverWebhookHandler) lookup(ctx context.Context, keys []string) (string, bool) {
 	ctx, cancel := context.WithTimeout(ctx, storeTimeout)
 	defer cancel()
-	id, err := h.keys.Get(ctx, key)
+	id, err := h.keys.Get(ctx, keys...)
 	if err != nil {
 		// The orchestrator's record still dedupes: go on without the fast path.
 		h.log.WarnContext(ctx, "idempotency store unavailable; asking the orchestrator", "err", err)
@@ -180,10 +188,10 @@ func (h DeliverWebhookHandler) lookup(ctx context.Context, key string) (string, 
 	return id, true
 }
 
-func (h DeliverWebhookHandler) remember(ctx context.Context, key, runID string) {
+func (h DeliverWebhookHandler) remember(ctx context.Context, keys []string, runID string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	stored, err := h.keys.Remember(ctx, key, runID, KeyTTL)
+	stored, err := h.keys.Remember(ctx, keys, runID, KeyTTL)
 	switch {
 	case err != nil:
 		h.log.WarnContext(ctx, "idempotency store unavailable; key not remembered", "err", err)
@@ -203,6 +211,14 @@ func idempotencyKey(r route.Route, key string) string {
 	}
 	sum := sha256.Sum256([]byte(key))
 	return "webhook:" + r.ID() + ":sha256:" + hex.EncodeToString(sum[:])
+}
+
+// bodyKey is the second key of a route whose signature covers the body alone: the SHA-256 of
+// the raw body, scoped to the route. Two deliveries with byte-identical bodies within the key's
+// lifetime are one delivery.
+func bodyKey(r route.Route, rawBody []byte) string {
+	sum := sha256.Sum256(rawBody)
+	return "webhook:" + r.ID() + ":body-sha256:" + hex.EncodeToString(sum[:])
 }
 
 // validate checks raw against schema and reports every failing location.

@@ -130,6 +130,59 @@ func TestDeliverWebhook(t *testing.T) {
 		require.Len(t, b.runs.calls, 2, "both went to the orchestrator, whose record answered the first run")
 	})
 
+	// Issue 21: GitHub signs the body alone, so a captured delivery replayed under a new
+	// X-GitHub-Delivery started a new run. The body's SHA-256 is a second key.
+	bodySigned := func() route.Route {
+		r := valid()
+		r.SignedBodyOnly = true
+		return r
+	}
+	deliverRaw := func(b *testBundle, r route.Route, raw, key string) (app.Accepted, error) {
+		return b.handler.Handle(context.Background(), app.DeliverWebhook{Entry: b.entry(r), Path: "/api/webhooks/x/1",
+			Request: route.Request{Body: map[string]any{"n": 1}, RawBody: []byte(raw), Headers: http.Header{"Key": {key}}, Params: map[string]string{"p": "1"}}})
+	}
+
+	t.Run("AReplayedSignedBodyUnderANewKeyStartsNothing", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		first, err := deliverRaw(b, bodySigned(), `{"n":1}`, "delivery-1")
+		require.NoError(t, err)
+		require.False(t, first.Deduplicated)
+		for _, key := range []string{"delivery-2", "delivery-3", "delivery-1"} {
+			again, err := deliverRaw(b, bodySigned(), `{"n":1}`, key)
+			require.NoError(t, err)
+			require.Equal(t, first.RunID, again.RunID, key)
+			require.True(t, again.Deduplicated, key)
+		}
+		require.Len(t, b.runs.calls, 1, "the replays were answered from Redis")
+		// The trigger still names the delivery's own key (contract: key X-GitHub-Delivery).
+		require.JSONEq(t, `{"route":"POST /x/:p","path":"/api/webhooks/x/1","idempotencyKey":"delivery-1"}`, string(b.runs.calls[0].Trigger))
+
+		other, err := deliverRaw(b, bodySigned(), `{"n":1} `, "delivery-4")
+		require.NoError(t, err)
+		require.NotEqual(t, first.RunID, other.RunID, "another body is another delivery")
+	})
+
+	t.Run("AReplayedSignedBodyMissedByRedisIsDedupedByTheOrchestrator", func(t *testing.T) {
+		t.Parallel()
+		b := setup(t, nil)
+		// Concurrent replays under distinct keys all miss Redis; the orchestrator's record,
+		// made under the body's key, answers every one with the first run.
+		const n = 8
+		got := make([]app.Accepted, n)
+		errs := make([]error, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() { got[i], errs[i] = deliverRaw(b, bodySigned(), `{"n":2}`, "d-"+string(rune('a'+i))) })
+		}
+		wg.Wait()
+		for i := range n {
+			require.NoError(t, errs[i])
+			require.Equal(t, got[0].RunID, got[i].RunID)
+		}
+		require.Len(t, b.runs.runs, 1)
+	})
+
 	t.Run("RefusalsStartNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)

@@ -38,11 +38,12 @@ type Dispatcher interface {
 // KeyStore remembers which run an idempotency key started (Redis): the fast path for
 // redeliveries. It is not the guarantee: the orchestrator's idempotency record is.
 type KeyStore interface {
-	// Get returns the run id stored for key, or "".
-	Get(ctx context.Context, key string) (string, error)
-	// Remember stores key → runID for ttl unless key is already set (SET NX), and returns the
-	// run id the store holds for key afterwards.
-	Remember(ctx context.Context, key, runID string, ttl time.Duration) (string, error)
+	// Get returns the run id stored for the first of keys that has one, or "", in one round
+	// trip.
+	Get(ctx context.Context, keys ...string) (string, error)
+	// Remember stores each of keys → runID for ttl unless that key is already set (SET NX), in
+	// one round trip, and returns the run id the store holds for keys[0] afterwards.
+	Remember(ctx context.Context, keys []string, runID string, ttl time.Duration) (string, error)
 }
 
 // Organizations turns a route's organization (slug or id) into an organization id (identity's

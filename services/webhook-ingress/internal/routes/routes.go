@@ -58,6 +58,9 @@ func GitHub(secret []byte, t Target) route.Route {
 		IdempotencyKey: func(req route.Request) (string, error) {
 			return headerKey(req, "X-GitHub-Delivery")
 		},
+		// Only the body is signed: a captured delivery replayed under a new X-GitHub-Delivery
+		// must not start a second run.
+		SignedBodyOnly: true,
 	}
 }
 

@@ -53,6 +53,7 @@ func TestGitHub(t *testing.T) {
 	t.Parallel()
 	secret := []byte("gh-secret")
 	r := routes.GitHub(secret, target)
+	require.True(t, r.SignedBodyOnly, "GitHub signs the body alone: its digest is a second key")
 	body := `{"zen":"Keep it logically awesome.","hook_id":1}`
 	sig := signature.SignGitHub(secret, []byte(body))
 

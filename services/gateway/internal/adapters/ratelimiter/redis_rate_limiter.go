@@ -1,28 +1,36 @@
 // Package ratelimiter is the gateway's adapter for app.RateLimiter: the shared limiter of
-// libs/ratelimit (GCRA in Redis, in process while Redis fails) with the gateway's one limit.
+// libs/ratelimit (GCRA in Redis, in process while Redis fails) with the gateway's limits.
 package ratelimiter
 
 import (
 	"context"
 
+	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
+	"svc.dev/services/gateway/internal/app"
 )
 
-// RedisRateLimiter implements app.RateLimiter with one limit for every bucket.
+// RedisRateLimiter implements app.RateLimiter: each request takes a token from its principal's
+// bucket and from its organization's, both or neither, in one round trip.
 type RedisRateLimiter struct {
 	limiter *ratelimit.Limiter
 	limit   ratelimit.Limit
+	org     ratelimit.Limit
 }
 
-// NewRedisRateLimiter returns the port over limiter, each bucket limited by limit.
-func NewRedisRateLimiter(limiter *ratelimit.Limiter, limit ratelimit.Limit) *RedisRateLimiter {
+// NewRedisRateLimiter returns the port over limiter: each principal's bucket limited by limit,
+// each organization's by org.
+func NewRedisRateLimiter(limiter *ratelimit.Limiter, limit, org ratelimit.Limit) *RedisRateLimiter {
 	if limiter == nil {
 		panic("nil limiter")
 	}
-	return &RedisRateLimiter{limiter: limiter, limit: limit}
+	return &RedisRateLimiter{limiter: limiter, limit: limit, org: org}
 }
 
-// Allow takes one token from the bucket of key.
-func (r *RedisRateLimiter) Allow(ctx context.Context, key string) ratelimit.Result {
-	return r.limiter.Allow(ctx, key, r.limit)
+// Allow takes one token from the buckets of id's principal and organization; the result is
+// the tighter bucket's (ratelimit.Limiter.AllowAll).
+func (r *RedisRateLimiter) Allow(ctx context.Context, id internalauth.Identity) ratelimit.Result {
+	return r.limiter.AllowAll(ctx,
+		ratelimit.Bucket{Key: app.BucketKey(id), Limit: r.limit},
+		ratelimit.Bucket{Key: app.OrganizationBucketKey(id), Limit: r.org})
 }

@@ -43,6 +43,9 @@ type Gateway struct {
 	mcp http.Handler
 	// streams caps the event streams open per principal (streams.go).
 	streams streams
+	// origins are the trusted origins (SVC_PUBLIC_URL's and SVC_TRUSTED_ORIGINS): a write the
+	// session cookie authenticates must come from a page of one of them (origin.go).
+	origins web.Origins
 	// console serves the web console's pages and assets (GET and HEAD of "/", its client
 	// routes and /assets/*), open like /health: the pages hold no data, the API they call is
 	// guarded as for any client.
@@ -60,7 +63,7 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
 		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler(),
-		streams: streams{max: DefaultMaxStreams, open: map[string]int{}}, console: console.New()}
+		streams: streams{max: DefaultMaxStreams, open: map[string]int{}}, console: console.New(), origins: web.Origins{}}
 	g.mcp = newMCPHandler(log, g)
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
@@ -188,6 +191,18 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 		APIKey:        r.Header.Get("X-Api-Key"),
 		ClientIP:      clientIP(r),
 	}
+	crossSite := g.cookieFromUntrustedPage(r)
+	if crossSite {
+		// The browser attached the cookie to a write another site's page made it send: the
+		// cookie authenticates nothing here, not even what the request asks of the MCP tools.
+		// Credentials such a page cannot set (a bearer token, an API key) still may.
+		cr.Cookie = ""
+		r.Header.Del("Cookie")
+	}
+	if crossSite && !cr.Present() {
+		web.WriteJSON(w, http.StatusForbidden, invalidOrigin().Body())
+		return internalauth.Identity{}, nil, false
+	}
 	if !cr.Present() {
 		web.WriteJSON(w, http.StatusUnauthorized, errs.Newf(errs.Unauthorized, "send a session cookie, Authorization: Bearer <token>, or x-api-key").Body())
 		return internalauth.Identity{}, nil, false
@@ -213,6 +228,10 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 		// Fail closed on an answer that is neither an identity nor a rejection.
 		res.Rejection = errs.Unauthorized
 	}
+	if res.Rejection != "" && crossSite {
+		web.WriteJSON(w, http.StatusForbidden, invalidOrigin().Body())
+		return internalauth.Identity{}, nil, false
+	}
 	if res.Rejection != "" {
 		web.WriteJSON(w, res.Rejection.Status(), errs.Newf(res.Rejection, "%s", res.Message).Body())
 		return internalauth.Identity{}, nil, false
@@ -235,7 +254,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, id internalauth.
 	if taken != nil {
 		res = *taken
 	} else {
-		res = g.limiter.Allow(r.Context(), app.BucketKey(id))
+		res = g.limiter.Allow(r.Context(), id)
 	}
 	h := w.Header()
 	h.Set(headerLimit, strconv.Itoa(res.Limit))

@@ -314,7 +314,8 @@ func newTestBundle(t *testing.T, limiter app.RateLimiter) *testBundle {
 		c := httpclient.New(httpclient.Config{Peer: string(peer), BaseURL: ps.srv.URL, Signer: signer, Telemetry: tel})
 		upstreams[peer] = httpport.Upstream{URL: u, Transport: c.Transport()}
 	}
-	b.handler = web.Chain(httpport.NewGateway(log, b.resolver, limiter, upstreams), web.Standard(log, tel, "gateway")...)
+	gw := httpport.NewGateway(log, b.resolver, limiter, upstreams).WithTrustedOrigins(testOrigins(t))
+	b.handler = web.Chain(gw, web.Standard(log, tel, "gateway")...)
 	b.gw = httptest.NewServer(b.handler)
 	t.Cleanup(b.gw.Close)
 	return b

@@ -93,7 +93,7 @@ func (t selfTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if cleanPath(req.URL.Path) == mcpPath {
 		return nil, errors.New("the MCP tools do not call the MCP endpoint")
 	}
-	in := req.Clone(req.Context())
+	in := req.Clone(withOriginVouched(req.Context()))
 	in.RequestURI = req.URL.RequestURI()
 	if in.Body == nil {
 		in.Body = http.NoBody

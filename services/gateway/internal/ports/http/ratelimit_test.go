@@ -50,7 +50,8 @@ func newLocalLimiter(limit ratelimit.Limit, now func() time.Time) *localLimiter 
 	return &localLimiter{buckets: ratelimit.NewLocal(now, 1000), limit: limit}
 }
 
-func (l *localLimiter) Allow(_ context.Context, key string) ratelimit.Result {
+func (l *localLimiter) Allow(_ context.Context, id internalauth.Identity) ratelimit.Result {
+	key := app.BucketKey(id)
 	l.mu.Lock()
 	l.keys = append(l.keys, key)
 	l.mu.Unlock()
@@ -295,7 +296,7 @@ func TestGatewayRateLimitRedis(t *testing.T) {
 		limiter *ratelimit.Limiter
 		tel     telemetry.Telemetry
 	}
-	setup := func(t *testing.T, limit ratelimit.Limit, timeout time.Duration) *redisBundle {
+	setupWithOrg := func(t *testing.T, limit, org ratelimit.Limit, timeout time.Duration) *redisBundle {
 		t.Helper()
 		rdb, keys := testkit.NewRedis(t)
 		proxy := testkit.NewProxy(t, rdb.Options().Addr)
@@ -306,11 +307,43 @@ func TestGatewayRateLimitRedis(t *testing.T) {
 		limiter := ratelimit.NewWithOptions(client, keys, slog.New(slog.DiscardHandler),
 			ratelimit.Options{Meter: tel.Meter, Timeout: timeout})
 		// As service.NewApplication wires it.
-		port := app.CountRefusals(ratelimiter.NewRedisRateLimiter(limiter, limit), tel.Meter)
+		port := app.CountRefusals(ratelimiter.NewRedisRateLimiter(limiter, limit, org), tel.Meter)
 		b := &redisBundle{testBundle: newTestBundle(t, port), rdb: rdb, keys: keys, proxy: proxy, limiter: limiter, tel: tel}
 		b.resolver.know(apiKey2, internalauth.Identity{OrganizationID: keyIdentity.OrganizationID, AuthMode: internalauth.ModeAPIKey, APIKeyID: "key_2"})
 		return b
 	}
+	setup := func(t *testing.T, limit ratelimit.Limit, timeout time.Duration) *redisBundle {
+		t.Helper()
+		return setupWithOrg(t, limit, ratelimit.PerMinute(1_000_000), timeout)
+	}
+
+	// Issue 21: each API key had a bucket of its own, so an organization's share grew with
+	// every key it created. The organization's bucket caps them together.
+	t.Run("OrganizationBucketCapsAllItsKeys", func(t *testing.T) {
+		t.Parallel()
+		b := setupWithOrg(t, ratelimit.PerMinute(3), ratelimit.PerMinute(4), 5*time.Second)
+		for i := range 3 {
+			resp := b.do(t, http.MethodPost, "/api/workflows/wf_1/run", strings.NewReader(`{}`), "X-Api-Key", apiKey)
+			require.Equal(t, http.StatusOK, resp.status, "request %d: %s", i+1, resp.body)
+			// The tighter bucket speaks: the key's (3 − i − 1 left) until the organization's
+			// is lower.
+			require.Equal(t, "3", resp.header.Get("RateLimit-Limit"))
+			require.Equal(t, strconv.Itoa(2-i), resp.header.Get("RateLimit-Remaining"))
+		}
+		resp := b.do(t, http.MethodPost, "/api/workflows/wf_1/run", strings.NewReader(`{}`), "X-Api-Key", apiKey2)
+		require.Equal(t, http.StatusOK, resp.status, resp.body)
+		require.Equal(t, "4", resp.header.Get("RateLimit-Limit"), "the organization's bucket is the tighter now")
+		require.Equal(t, "0", resp.header.Get("RateLimit-Remaining"))
+		resp = b.do(t, http.MethodPost, "/api/workflows/wf_1/run", strings.NewReader(`{}`), "X-Api-Key", apiKey2)
+		resp.requireError(t, http.StatusTooManyRequests, errs.RateLimited)
+		require.Equal(t, "4", resp.header.Get("RateLimit-Limit"))
+		require.NotEmpty(t, resp.header.Get("Retry-After"))
+		// Another organization is untouched.
+		resp = b.do(t, http.MethodPost, "/api/workflows/wf_1/run", strings.NewReader(`{}`), "Authorization", sessionToken)
+		require.Equal(t, http.StatusOK, resp.status, resp.body)
+		// One round trip per request (one EVALSHA for both buckets).
+		require.Zero(t, b.limiter.Fallbacks())
+	})
 
 	t.Run("FourthOfThreeIsRefused", func(t *testing.T) {
 		t.Parallel()

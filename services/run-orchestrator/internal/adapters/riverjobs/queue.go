@@ -52,7 +52,6 @@ type Queue struct {
 	store      *runstore.Store
 	executors  map[string]executors.Executor
 	catalog    map[string]connectors.Entry
-	eval       func(src string, scope map[string]any) (any, error)
 	fair       *fairshare.Clock
 	turns      *turns
 	ceiling    *ceiling
@@ -90,7 +89,7 @@ func (runArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttemp
 // New migrates River's tables into the orchestrator schema (under an advisory lock, as goose
 // migrations are) and builds the queue. Bind gives it the run store before Start.
 func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connectors.Entry, execs map[string]executors.Executor,
-	eval func(src string, scope map[string]any) (any, error), log *slog.Logger,
+	log *slog.Logger,
 ) (*Queue, error) {
 	if err := migrate(ctx, pool, log); err != nil {
 		return nil, err
@@ -103,7 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 		tp = noop.NewTracerProvider()
 	}
 	q := &Queue{
-		log: log, executors: execs, catalog: map[string]connectors.Entry{}, eval: eval, fair: fairshare.NewClock(0, 0),
+		log: log, executors: execs, catalog: map[string]connectors.Entry{}, fair: fairshare.NewClock(0, 0),
 		tracer: tp.Tracer("svc.dev/services/run-orchestrator/engine"), propagator: cfg.Propagator,
 		running: map[string]map[int64]context.CancelCauseFunc{}, stopping: make(chan struct{}),
 	}

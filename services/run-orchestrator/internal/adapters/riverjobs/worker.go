@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"svc.dev/proto/connectors"
+	"svc.dev/proto/connectors/expression"
 	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
@@ -173,6 +174,7 @@ func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore
 // block's attempt).
 func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cache, st run.StartAttempt) (run.Outcome, error) {
 	for {
+		st = st.Prepare() // outside any transaction: the full expression budget
 		res, execErr := q.step(ctx, job, st)
 		yield := q.yield(ctx, job)
 		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
@@ -230,7 +232,7 @@ func (q *Queue) step(ctx context.Context, job *runstore.Job, st run.StartAttempt
 // begun and runs again the usual way, under its connector's retry policy.
 func (q *Queue) inline(job *runstore.Job) runstore.InlineFunc {
 	return func(ctx context.Context, st run.StartAttempt) (run.Event, bool) {
-		if !executors.Inline(st.Block.Type) || st.ParamErr != nil {
+		if !executors.Inline(st.Block.Type) || st.ParamErr != nil || st.Deferred {
 			return nil, false
 		}
 		res, err := q.step(ctx, job, st)
@@ -248,22 +250,39 @@ func (q *Queue) inline(job *runstore.Job) runstore.InlineFunc {
 // result is the event an attempt's result makes.
 func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Result, execErr error) run.Event {
 	je, now := q.jobEvent(job), time.Now()
+	input := resolvedInput(st)
 	if execErr != nil {
 		code := ""
 		if errors.Is(execErr, context.DeadlineExceeded) {
 			code = run.CodeTimeout
 		}
-		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Now: now}
+		if le := expression.AsLimit(execErr); le != nil {
+			code = le.Code
+		}
+		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Input: input, Now: now}
 	}
 	if w := res.Wait; w != nil {
-		return run.Suspended{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Now: now,
+		return run.Suspended{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Now: now, Input: input,
 			Wait: run.WaitRequest{Kind: w.Kind, WakeAt: w.WakeAt, Signal: w.Signal, Timeout: w.Timeout}}
 	}
 	out, err := json.Marshal(res.Output)
 	if err != nil {
-		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: "the output is not JSON: " + err.Error(), Now: now}
+		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: "the output is not JSON: " + err.Error(), Input: input, Now: now}
 	}
-	return run.Succeeded{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Output: out, Now: now}
+	return run.Succeeded{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Output: out, Input: input, Now: now}
+}
+
+// resolvedInput is the input to record for an attempt whose params its worker resolved
+// (run.StartAttempt.Resolved), marshalled here, outside the transaction; nil for the others.
+func resolvedInput(st run.StartAttempt) json.RawMessage {
+	if !st.Resolved || st.ParamErr != nil {
+		return nil
+	}
+	raw, err := json.Marshal(st.Params)
+	if err != nil {
+		return nil
+	}
+	return raw
 }
 
 // call runs the executor under the step's timeout. An attempt whose params could not be
@@ -287,7 +306,7 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	defer cancel()
 	input := st.Scope["input"]
 	return ex.Execute(cctx, executors.Call{RunID: runID, BlockID: st.Block.ID, Attempt: st.Attempt, Params: st.Params,
-		Input: input, Scope: st.Scope, Eval: q.eval})
+		Input: input, Scope: st.Scope, Eval: st.Eval})
 }
 
 // Eager is the run store's EagerFunc: a run whose blocks are all triggers, transforms, logs

@@ -29,6 +29,9 @@ func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, err
 	if err != nil {
 		return 0, err
 	}
+	for _, in := range o.Inputs {
+		b.Queue(`UPDATE step_attempts SET input = $2::jsonb WHERE id = $1`, in.ID, string(in.Input))
+	}
 	for _, a := range o.Ended {
 		if joined[a.ID] {
 			continue

@@ -29,7 +29,7 @@ func BenchmarkChainStep(b *testing.B) {
 			}
 			ids := 0
 			in := run.NewInterpreter(map[string]run.Connector{"log": {Retry: run.RetryPolicy{MaxAttempts: 1}}, "trigger.manual": {}},
-				run.NewTemplates(), func() string { ids++; return "att_" + strconv.Itoa(ids) })
+				run.NewTemplates(run.EvalLimits{}), func() string { ids++; return "att_" + strconv.Itoa(ids) })
 			now := time.Unix(0, 0)
 			out := json.RawMessage(`{"message":"1"}`)
 			b.ResetTimer()

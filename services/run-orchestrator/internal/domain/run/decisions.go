@@ -2,7 +2,10 @@ package run
 
 import (
 	"encoding/json"
+	"errors"
 	"time"
+
+	"svc.dev/proto/connectors/expression"
 )
 
 // Outcome is what the interpreter decided for one event: the writes the run's transaction
@@ -36,6 +39,9 @@ type Outcome struct {
 	Finish *Finish
 	// Delivered says a SignalArrived released a wait.
 	Delivered bool
+	// Inputs replace the recorded input of attempts whose params were resolved after they
+	// began.
+	Inputs []AttemptInput
 	// Changed are the blocks whose state changed, in the order they changed.
 	Changed []string
 	// Changes are the run's changes, in order, to publish after the commit.
@@ -57,6 +63,48 @@ type StartAttempt struct {
 	// Scope is the template scope the params were resolved in (a condition evaluates its
 	// expression in it). It shares the run's caches: use it before the run's next Apply.
 	Scope map[string]any
+	// Deferred says the params went over the inline budget when the attempt began: Params are
+	// the block's as written, and the attempt is not run inline; its worker resolves them
+	// under the full budget outside any transaction (Prepare). Resolved says Prepare did: the
+	// attempt's result carries them, to replace the recorded input.
+	Deferred, Resolved bool
+
+	in     *Interpreter
+	budget *expression.Budget
+}
+
+// Prepare readies the attempt to run outside any transaction, under the full budget:
+// deferred params are resolved again, and what the connector evaluates itself (a
+// condition's expression) gets the full budget, less what the params spent. Use it, as Scope,
+// before the run's next Apply.
+func (st StartAttempt) Prepare() StartAttempt {
+	if st.in == nil || st.budget == nil {
+		return st
+	}
+	full := st.in.templates.limits.Full
+	if !st.Deferred {
+		st.budget = st.budget.Widen(full)
+		return st
+	}
+	st.budget = expression.NewBudget(full)
+	st.Params, st.ParamErr = st.in.resolve(st.Block, st.Scope, st.budget)
+	st.Deferred, st.Resolved = false, true
+	return st
+}
+
+// Eval evaluates the expression src in scope under the attempt's budget (a condition's
+// expression).
+func (st StartAttempt) Eval(src string, scope map[string]any) (any, error) {
+	if st.in == nil || st.budget == nil {
+		return nil, errors.New("run: the attempt has no evaluation budget")
+	}
+	return st.in.templates.Eval(src, scope, st.budget)
+}
+
+// AttemptInput is an attempt's input resolved after it began.
+type AttemptInput struct {
+	ID    string
+	Input json.RawMessage
 }
 
 // EndedAttempt is an attempt's end: succeeded, failed, cancelled or lost.
@@ -128,6 +176,7 @@ func (o *Outcome) Then(next Outcome) {
 	o.Start, o.Retry = next.Start, next.Retry
 	o.Begun = append(o.Begun, next.Begun...)
 	o.Ended = append(o.Ended, next.Ended...)
+	o.Inputs = append(o.Inputs, next.Inputs...)
 	o.Armed = append(o.Armed, next.Armed...)
 	o.Released = append(o.Released, next.Released...)
 	o.ReleaseAll = o.ReleaseAll || next.ReleaseAll

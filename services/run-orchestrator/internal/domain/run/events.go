@@ -36,15 +36,20 @@ type Succeeded struct {
 	JobEvent
 	Block, AttemptID string
 	Output           json.RawMessage
-	Now              time.Time
+	// Input is the attempt's params, when its worker resolved them after it began
+	// (StartAttempt.Deferred): they replace the input recorded at its start.
+	Input json.RawMessage
+	Now   time.Time
 }
 
 // Failed is an attempt's connector returning an error; Code is "timeout" when the step's
-// timeout ended it.
+// timeout ended it, expression_budget_exceeded or expression_output_too_large when the
+// budget of its expressions did.
 type Failed struct {
 	JobEvent
 	Block, AttemptID string
 	Message, Code    string
+	Input            json.RawMessage // as Succeeded's
 	Now              time.Time
 }
 
@@ -55,6 +60,7 @@ type Suspended struct {
 	Block, AttemptID string
 	Wait             WaitRequest
 	Buffered         *Signal
+	Input            json.RawMessage // as Succeeded's
 	Now              time.Time
 }
 

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"time"
+
+	"svc.dev/proto/connectors/expression"
 )
 
 // The interpreter: a pure state machine over a run. Apply takes an event, changes the run's
@@ -265,26 +267,51 @@ func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) 
 	in.begin(r, block, bs.Attempts+1, o, now)
 }
 
-// begin starts attempt n of block: its params resolved, its row to insert.
+// begin starts attempt n of block: its params resolved, its row to insert. It runs in the
+// step's transaction (or the start request, for a run finished at its dispatch), so the params
+// are resolved under the small inline budget: params that go over it are left for the
+// attempt's worker to resolve with the full budget outside the transaction (Prepare), and the
+// attempt is begun with the params as written (Deferred), never run inline.
 func (in *Interpreter) begin(r *Run, block Block, n int, o *Outcome, now time.Time) {
 	bs := o.touch(r, block.ID)
 	r.Seq++
-	st := StartAttempt{ID: in.newID(), Block: block, Attempt: n, Seq: r.Seq}
-	st.Params, st.Scope, st.ParamErr = in.Resolve(r, block)
+	st := StartAttempt{ID: in.newID(), Block: block, Attempt: n, Seq: r.Seq, in: in}
+	st.budget = expression.NewBudget(in.templates.limits.Inline)
+	st.Scope = in.scope(r)
+	st.Params, st.ParamErr = in.resolve(block, st.Scope, st.budget)
+	if le := expression.AsLimit(st.ParamErr); le != nil && le.Inline {
+		st.Params, st.ParamErr, st.Deferred = in.unresolved(block), nil, true
+	}
 	bs.Attempts, bs.AttemptID, bs.InFlight, bs.RetryAt, bs.Queued = n, st.ID, true, time.Time{}, false
 	o.Start = &st
 	o.Begun = append(o.Begun, st)
 	o.change(r, Change{Kind: ChangeAttemptStarted, Seq: st.Seq, BlockID: block.ID, AttemptID: st.ID, Attempt: n, AttemptStatus: "running"}, now)
 }
 
-// Resolve resolves block's params against the run's scope (contract §2): input, the outputs
-// of the blocks that succeeded, run.id and workflow.id. Raw params (x-expression) and
-// trigger.manual's input_schema are kept as they are; the first param that fails is the error.
-func (in *Interpreter) Resolve(r *Run, block Block) (params, scope map[string]any, err error) {
-	scope = map[string]any{
+// Resolve resolves block's params against the run's scope under a fresh budget of limits
+// (the interpreter's inline limits when zero).
+func (in *Interpreter) Resolve(r *Run, block Block, limits expression.Limits) (params, scope map[string]any, err error) {
+	if limits == (expression.Limits{}) {
+		limits = in.templates.limits.Inline
+	}
+	scope = in.scope(r)
+	params, err = in.resolve(block, scope, expression.NewBudget(limits))
+	return params, scope, err
+}
+
+// scope is the template scope of r (contract §2): input, the outputs of the blocks that
+// succeeded, run.id and workflow.id.
+func (in *Interpreter) scope(r *Run) map[string]any {
+	return map[string]any{
 		"input": r.Input, "steps": r.State.scopeSteps(),
 		"run": map[string]any{"id": r.ID}, "workflow": map[string]any{"id": r.WorkflowID},
 	}
+}
+
+// resolve resolves block's params in scope, every param charged to the one budget b. Raw
+// params (x-expression) and trigger.manual's input_schema are kept as they are; the first
+// param that fails is the error.
+func (in *Interpreter) resolve(block Block, scope map[string]any, b *expression.Budget) (params map[string]any, err error) {
 	conn := in.connectors[block.Type]
 	params = make(map[string]any, len(block.Params)+len(conn.Extra))
 	for k, v := range block.Params {
@@ -292,16 +319,33 @@ func (in *Interpreter) Resolve(r *Run, block Block) (params, scope map[string]an
 			params[k] = v
 			continue
 		}
-		res, rerr := in.templates.Resolve(v, scope)
+		res, rerr := in.templates.Resolve(v, scope, b)
 		if rerr != nil && err == nil {
 			err = fmt.Errorf("param %s: %w", k, rerr)
+			if expression.AsLimit(rerr) != nil {
+				break // the budget is spent: every other param would fail the same way
+			}
 		}
 		params[k] = res
 	}
 	for k, v := range conn.Extra {
 		params[k] = v
 	}
-	return params, scope, err
+	return params, err
+}
+
+// unresolved are block's params as written (and the server's), the recorded input of an
+// attempt whose params are resolved later.
+func (in *Interpreter) unresolved(block Block) map[string]any {
+	conn := in.connectors[block.Type]
+	params := make(map[string]any, len(block.Params)+len(conn.Extra))
+	for k, v := range block.Params {
+		params[k] = v
+	}
+	for k, v := range conn.Extra {
+		params[k] = v
+	}
+	return params
 }
 
 // inFlight reports whether the result is for the block's attempt in flight, held by the job.
@@ -317,8 +361,17 @@ func (in *Interpreter) succeeded(r *Run, ev Succeeded, o *Outcome) {
 	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
 		return
 	}
+	recordInput(o, ev.AttemptID, ev.Input)
 	succeed(r, o, ev.Block, ev.Output, ev.Now)
 	in.proceed(r, ev.JobEvent, ev.Now, o)
+}
+
+// recordInput replaces the recorded input of an attempt whose params its worker resolved
+// after it began (StartAttempt.Deferred).
+func recordInput(o *Outcome, attemptID string, input json.RawMessage) {
+	if input != nil {
+		o.Inputs = append(o.Inputs, AttemptInput{ID: attemptID, Input: input})
+	}
 }
 
 // succeed records the block's attempt in flight as succeeded with output.
@@ -332,6 +385,7 @@ func (in *Interpreter) failed(r *Run, ev Failed, o *Outcome) {
 	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
 		return
 	}
+	recordInput(o, ev.AttemptID, ev.Input)
 	bs := o.touch(r, ev.Block)
 	endAttempt(r, o, ev.Block, "failed", nil, errorBody(ev.Message, ev.Code), ev.Now)
 	block, _ := r.Def.Block(ev.Block)

@@ -60,7 +60,7 @@ func idCounter() func() string {
 }
 
 func newInterpreter() *run.Interpreter {
-	return run.NewInterpreter(catalog(), run.NewTemplates(), idCounter())
+	return run.NewInterpreter(catalog(), run.NewTemplates(run.EvalLimits{}), idCounter())
 }
 
 func parseDef(tb testing.TB, raw string) run.Definition {

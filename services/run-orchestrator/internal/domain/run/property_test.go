@@ -111,7 +111,7 @@ type world struct {
 
 // worldTemplates is shared by the worlds' interpreters: compiling the same expressions for
 // every run would be most of the property test's time.
-var worldTemplates = run.NewTemplates()
+var worldTemplates = run.NewTemplates(run.EvalLimits{})
 
 func newWorld(c chooser, r *run.Run, cfg worldConfig) *world {
 	w := &world{c: c, cfg: cfg, in: run.NewInterpreter(catalog(), worldTemplates, idCounter()), r: r, tr: newTracker(r), now: t0,
@@ -534,7 +534,7 @@ func (w *world) answer(j *wjob) run.Event {
 	case "transform":
 		return ok(st.Params["value"])
 	case "condition":
-		v, err := w.in.Templates().Eval(str("expression"), st.Scope)
+		v, err := st.Prepare().Eval(str("expression"), st.Scope)
 		if err != nil {
 			return failed(err.Error(), "")
 		}

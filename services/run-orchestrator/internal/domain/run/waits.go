@@ -14,6 +14,7 @@ func (in *Interpreter) suspended(r *Run, ev Suspended, o *Outcome) {
 	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
 		return
 	}
+	recordInput(o, ev.AttemptID, ev.Input)
 	w := Wait{Kind: ev.Wait.Kind, Since: ev.Now, Seq: r.Seq}
 	switch ev.Wait.Kind {
 	case WaitSignal:

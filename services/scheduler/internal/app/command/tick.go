@@ -36,8 +36,11 @@ func DefaultTickConfig() TickConfig {
 // every dispatch it attempted, this tick's claims and earlier ticks' leftovers alike.
 type TickResult struct {
 	Claimed int
-	Fired   []schedule.Outcome
-	Failed  []schedule.Outcome
+	// ClaimedBy is Claimed per organization: an answer tells an organization its own count
+	// only, never how busy the others are.
+	ClaimedBy map[string]int
+	Fired     []schedule.Outcome
+	Failed    []schedule.Outcome
 }
 
 // TickHandler fires what is due: it claims due schedules of every organization in batches,
@@ -71,7 +74,7 @@ func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
 	now := h.now()
 	var (
 		mu  sync.Mutex
-		res TickResult
+		res = TickResult{ClaimedBy: map[string]int{}}
 		wg  sync.WaitGroup
 	)
 	claimed := make(chan struct{}, 1) // a nudge: new pending fires exist
@@ -92,6 +95,9 @@ func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
 				}
 				mu.Lock()
 				res.Claimed += len(fires)
+				for _, f := range fires {
+					res.ClaimedBy[f.OrganizationID]++
+				}
 				mu.Unlock()
 				select {
 				case claimed <- struct{}{}:

@@ -79,10 +79,15 @@ type tickResponse struct {
 	Failed  []failedJSON `json:"failed"`
 }
 
-// toTickResponse lists the outcomes of the fires of org only ("" lists all): the tick runs
-// for every organization, but an organization never learns of another's schedules or runs.
+// toTickResponse counts and lists what concerns org only ("" counts and lists all): the tick
+// runs for every organization, but an organization never learns of another's schedules, runs
+// or load, not even how many schedules were due.
 func toTickResponse(res command.TickResult, org string) tickResponse {
-	out := tickResponse{Claimed: res.Claimed, Fired: []firedJSON{}, Failed: []failedJSON{}}
+	claimed := res.Claimed
+	if org != "" {
+		claimed = res.ClaimedBy[org]
+	}
+	out := tickResponse{Claimed: claimed, Fired: []firedJSON{}, Failed: []failedJSON{}}
 	for _, o := range res.Fired {
 		if org == "" || o.Fire.OrganizationID == org {
 			out.Fired = append(out.Fired, firedJSON{ScheduleID: o.Fire.ScheduleID, Cutoff: wire.FormatTime(o.Fire.Cutoff), RunID: o.RunID})

@@ -37,30 +37,50 @@ func (s *IdempotencyStore) Key(key string) string {
 	return s.keys.Key("webhook", "idem", hex.EncodeToString(sum[:]))
 }
 
-// Get implements app.KeyStore.
-func (s *IdempotencyStore) Get(ctx context.Context, key string) (string, error) {
-	v, err := s.c.Get(ctx, s.Key(key)).Result()
-	if errors.Is(err, goredis.Nil) {
+// Get implements app.KeyStore with one MGET.
+func (s *IdempotencyStore) Get(ctx context.Context, keys ...string) (string, error) {
+	if len(keys) == 0 {
 		return "", nil
 	}
-	if err != nil {
-		return "", fmt.Errorf("get idempotency key: %w", err)
+	rk := make([]string, len(keys))
+	for i, k := range keys {
+		rk[i] = s.Key(k)
 	}
-	return v, nil
+	vs, err := s.c.MGet(ctx, rk...).Result()
+	if err != nil {
+		return "", fmt.Errorf("get idempotency keys: %w", err)
+	}
+	for _, v := range vs {
+		if id, ok := v.(string); ok && id != "" {
+			return id, nil
+		}
+	}
+	return "", nil
 }
 
-// Remember implements app.KeyStore with SET NX; when the key was already set it reads the run
-// id it holds.
-func (s *IdempotencyStore) Remember(ctx context.Context, key, runID string, ttl time.Duration) (string, error) {
-	k := s.Key(key)
-	ok, err := s.c.SetNX(ctx, k, runID, ttl).Result()
-	if err != nil {
-		return "", fmt.Errorf("set idempotency key: %w", err)
-	}
-	if ok {
+// Remember implements app.KeyStore with one SET NX per key, pipelined; when keys[0] was
+// already set it reads the run id it holds.
+func (s *IdempotencyStore) Remember(ctx context.Context, keys []string, runID string, ttl time.Duration) (string, error) {
+	if len(keys) == 0 {
 		return runID, nil
 	}
-	v, err := s.c.Get(ctx, k).Result()
+	var first *goredis.BoolCmd
+	_, err := s.c.Pipelined(ctx, func(p goredis.Pipeliner) error {
+		for i, k := range keys {
+			cmd := p.SetNX(ctx, s.Key(k), runID, ttl)
+			if i == 0 {
+				first = cmd
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("set idempotency keys: %w", err)
+	}
+	if first.Val() {
+		return runID, nil
+	}
+	v, err := s.c.Get(ctx, s.Key(keys[0])).Result()
 	if errors.Is(err, goredis.Nil) {
 		// Expired between the two calls: nothing names another run.
 		return runID, nil

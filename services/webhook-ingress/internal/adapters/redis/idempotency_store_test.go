@@ -32,10 +32,10 @@ func TestIdempotencyStore(t *testing.T) {
 		require.NoError(t, err)
 		require.Empty(t, got)
 
-		stored, err := b.store.Remember(b.ctx, "webhook:POST /github:d1", "run_a", time.Minute)
+		stored, err := b.store.Remember(b.ctx, []string{"webhook:POST /github:d1"}, "run_a", time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, "run_a", stored)
-		stored, err = b.store.Remember(b.ctx, "webhook:POST /github:d1", "run_b", time.Minute)
+		stored, err = b.store.Remember(b.ctx, []string{"webhook:POST /github:d1"}, "run_b", time.Minute)
 		require.NoError(t, err)
 		require.Equal(t, "run_a", stored, "SET NX keeps the first run")
 		got, err = b.store.Get(b.ctx, "webhook:POST /github:d1")
@@ -53,7 +53,7 @@ func TestIdempotencyStore(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				results[i], errs[i] = b.store.Remember(b.ctx, "k", "run_"+string(rune('a'+i)), time.Minute)
+				results[i], errs[i] = b.store.Remember(b.ctx, []string{"k"}, "run_"+string(rune('a'+i)), time.Minute)
 			}()
 		}
 		wg.Wait()
@@ -66,7 +66,7 @@ func TestIdempotencyStore(t *testing.T) {
 	t.Run("KeysExpire", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t)
-		_, err := b.store.Remember(b.ctx, "short", "run_a", 50*time.Millisecond)
+		_, err := b.store.Remember(b.ctx, []string{"short"}, "run_a", 50*time.Millisecond)
 		require.NoError(t, err)
 		require.Eventually(t, func() bool {
 			got, err := b.store.Get(b.ctx, "short")

@@ -43,6 +43,12 @@ type Route struct {
 	FromRequest func(ctx context.Context, req Request) (any, error)
 	// IdempotencyKey returns the delivery's deterministic key; a redelivery returns the same.
 	IdempotencyKey func(req Request) (string, error)
+	// SignedBodyOnly says the signature covers the raw body alone (GitHub's
+	// X-Hub-Signature-256), so whoever saw one delivery can replay it with any headers,
+	// IdempotencyKey's included. The body's SHA-256 is then a second key: a replay of the same
+	// signed body within the key's lifetime answers the first delivery's run. Optional (false:
+	// the key is signed, as Standard Webhooks' webhook-id is).
+	SignedBodyOnly bool
 }
 
 // ID names the route in idempotency keys and logs: method and template, "POST /events/:source".

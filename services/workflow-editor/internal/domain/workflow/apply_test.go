@@ -303,7 +303,8 @@ func TestUnstorableValues(t *testing.T) {
 }
 
 // M2: an expression is at most 4 KB and nests brackets at most 64 deep, so that no stored
-// workflow costs a long parse on every read.
+// workflow costs a long parse on every read. Issue 21: it has at most 1000 syntax nodes and
+// nests loops at most 3 deep, as the engine that runs it requires.
 func TestExpressionLimits(t *testing.T) {
 	t.Parallel()
 	c := catalog(t)
@@ -320,6 +321,10 @@ func TestExpressionLimits(t *testing.T) {
 		{"ConditionTooDeep", `{"operation_type":"update","block_id":"check","params":{"expression":"` + nested(65) + ` > 1"}}`, "/params/expression", false},
 		{"DeepInAString", `{"operation_type":"update","block_id":"check","params":{"expression":"input.s == '` + strings.Repeat("(", 100) + `'"}}`, "", true},
 		{"TemplateTooDeep", `{"operation_type":"update","block_id":"ok","params":{"message":"a {{ input.x }} b {{ ` + nested(250) + ` }}"}}`, "/params/message", false},
+		{"LoopsAtDepth", `{"operation_type":"update","block_id":"check","params":{"expression":"any(input.a, any(#.b, all(#.c, # > 1)))"}}`, "", true},
+		{"LoopsTooDeep", `{"operation_type":"update","block_id":"check","params":{"expression":"any(input.a, any(#.b, any(#.c, all(#.d, # > 1))))"}}`, "/params/expression", false},
+		{"TemplateLoopsTooDeep", `{"operation_type":"update","block_id":"ok","params":{"message":"{{ map(input.a, map(#, map(#, map(#, #)))) }}"}}`, "/params/message", false},
+		{"TooManyNodes", `{"operation_type":"update","block_id":"check","params":{"expression":"` + strings.Repeat("1 + ", 700) + `1 > 0"}}`, "/params/expression", false},
 		{"NestedTemplateTooLong", `{"operation_type":"update","block_id":"fetch","params":{"body":{"k":["{{ ` + long(5000) + ` }}"]}}}`, "/params/body/k/0", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -379,4 +384,28 @@ func TestDependentRequiredText(t *testing.T) {
 	require.Contains(t, s.Reason, `"timeout" only applies with "signal": add "signal" or remove "timeout"`)
 	require.Contains(t, s.Reason, `"signal" would replace "duration"`)
 	require.Empty(t, s.Hint.Allowed)
+}
+
+// Issue 21: an expression stored before the engine's limits (or written where no patch
+// checks them) is a validation error the run would otherwise only meet at its attempt.
+func TestStoredExpressionOverTheEngineLimits(t *testing.T) {
+	t.Parallel()
+	c := catalog(t)
+	def := workflow.Definition{
+		Blocks: []workflow.Block{
+			{ID: "a", Type: "trigger.manual", Params: map[string]any{}},
+			{ID: "t", Type: "transform", Params: map[string]any{"value": "{{ map(input.a, map(#, map(#, map(#, #)))) }}"}},
+		},
+		Edges: []workflow.Edge{{From: "a", To: "t"}},
+	}
+	var errs []workflow.ValidationError
+	for _, e := range c.Validate(def) {
+		if e.Code == workflow.ValidationInvalidExpression {
+			errs = append(errs, e)
+		}
+	}
+	require.Len(t, errs, 1, "%+v", errs)
+	require.Equal(t, "t", errs[0].BlockID)
+	require.Equal(t, "/params/value", errs[0].Pointer)
+	require.Contains(t, errs[0].Message, "loops (map, filter, reduce, ...) may nest at most 3 deep")
 }

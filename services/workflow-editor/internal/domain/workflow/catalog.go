@@ -17,6 +17,7 @@ import (
 	"golang.org/x/text/message"
 
 	"svc.dev/proto/connectors"
+	"svc.dev/proto/connectors/expression"
 )
 
 // conditionType is the block type whose outgoing edges carry a branch (contract §2).
@@ -399,9 +400,10 @@ func (k *Connector) checkExactlyOne(params map[string]any, touched []string, bef
 
 // The limits of one expression (a condition's expression, or the inside of one {{ }}). Every
 // read validates a workflow, and an expression's cost to parse grows with its length and how
-// deep its brackets nest; real ones are a line or two.
+// deep its brackets nest; real ones are a line or two. The engine holds an expression to the
+// same length, node count and loop nesting when it compiles it (proto/connectors/expression).
 const (
-	MaxExpressionLength = 4096
+	MaxExpressionLength = expression.MaxSourceBytes
 	MaxExpressionDepth  = 64
 )
 
@@ -466,7 +468,16 @@ func expressionProblem(src string) string {
 		return fmt.Sprintf("an expression may nest brackets ( [ { at most %d deep, and this one nests them %d deep; write it flatter, or compute parts of it in earlier blocks",
 			MaxExpressionDepth, d)
 	}
+	if err := expression.Check(src); err != nil {
+		return tooLarge(err)
+	}
 	return ""
+}
+
+// tooLarge is the hint for an expression over the engine's node or loop-nesting limits.
+func tooLarge(err error) string {
+	return strings.TrimPrefix(err.Error(), expression.ErrTooLarge.Error()+": ") +
+		"; split it: compute parts of it in earlier transform blocks and refer to them with steps.<block_id>.output"
 }
 
 // nesting is how deep the brackets of an expr-lang expression nest, string literals aside.

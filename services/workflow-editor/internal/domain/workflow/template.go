@@ -13,6 +13,7 @@ import (
 	"github.com/expr-lang/expr/parser"
 
 	"svc.dev/proto/connectors"
+	"svc.dev/proto/connectors/expression"
 )
 
 // The names a template or an expression can use (contract §2).
@@ -213,6 +214,8 @@ type exprCache struct {
 type parsed struct {
 	refs []reference
 	err  error
+	// tooLarge is why the engine would refuse the source (expression.Check), or nil.
+	tooLarge error
 }
 
 // The cache holds at most maxCachedExprs sources of at most maxCachedExprLen bytes each: every
@@ -229,24 +232,36 @@ func newExprCache() *exprCache {
 
 // references parses src and returns its judged references.
 func (c *exprCache) references(src string) ([]reference, error) {
+	p := c.get(src)
+	return p.refs, p.err
+}
+
+// limits says why the engine would refuse src as too large (expression.Check), or nil.
+func (c *exprCache) limits(src string) error { return c.get(src).tooLarge }
+
+func (c *exprCache) get(src string) parsed {
 	c.mu.Lock()
 	p, ok := c.entries[src]
 	c.mu.Unlock()
 	if ok {
-		return p.refs, p.err
+		return p
 	}
 	refs, err := references(src, c.conf)
+	p = parsed{refs: refs, err: err}
+	if err == nil {
+		p.tooLarge = expression.Check(src)
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.parses++
 	if len(src) > maxCachedExprLen {
-		return refs, err
+		return p
 	}
 	if len(c.entries) >= maxCachedExprs {
 		c.entries = map[string]parsed{}
 	}
-	c.entries[src] = parsed{refs: refs, err: err}
-	return refs, err
+	c.entries[src] = p
+	return p
 }
 
 // references parses src and returns its judged references.

@@ -397,6 +397,13 @@ func (v *validator) expression(i int, b Block, ptr, src, shown string) {
 			Message: fmt.Sprintf("Block %q, %s: %s is not a valid expr-lang expression: %s.", b.ID, ptr, truncate(shown, 200), err)})
 		return
 	}
+	if err := v.cat.exprs.limits(src); err != nil {
+		// Stored before the limit, or sent where no patch checks it: the engine would refuse
+		// to compile it.
+		v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
+			Message: fmt.Sprintf("Block %q, %s: %s is too large to run: %s.", b.ID, ptr, truncate(shown, 200), tooLarge(err))})
+		return
+	}
 	for _, r := range refs {
 		switch {
 		case r.call:
