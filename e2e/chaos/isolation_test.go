@@ -196,6 +196,7 @@ type quietSample struct {
 	kind     string // "one-step" or "signal"
 	id       string
 	sent     time.Time // the start (one-step) or the signal (signal) request was sent
+	answered time.Time // its 202 came back
 	finished time.Time
 	status   string
 	phase    *isoPhase
@@ -472,10 +473,37 @@ func (iso *isolation) phaseNow() *isoPhase {
 // finish waits for B's run to end (a minute at most: past it the run counts as not completed)
 // and records it.
 func (iso *isolation) finish(ctx context.Context, kind, id string, sent time.Time, ph *isoPhase) {
+	answered := time.Now()
 	st := iso.b.waitEnd(context.WithoutCancel(ctx), id, time.Now().Add(time.Minute), 20*time.Millisecond)
 	iso.samples.with(func(v *[]quietSample) {
-		*v = append(*v, quietSample{kind: kind, id: id, sent: sent, finished: st.finished, status: st.status, phase: ph})
+		*v = append(*v, quietSample{kind: kind, id: id, sent: sent, answered: answered, finished: st.finished, status: st.status, phase: ph})
 	})
+}
+
+// anatomy says where the time of B's one-step run went: the start's answer, the wait for a
+// worker (the run's createdAt to its step's startedAt), the step, and the run's end.
+func (iso *isolation) anatomy(ctx context.Context, q quietSample) string {
+	at := func(m map[string]any, k string) time.Time {
+		s, _ := m[k].(string)
+		v, _ := time.Parse(time.RFC3339Nano, s)
+		return v
+	}
+	r := iso.b.api.call(ctx, "run.get", "GET", "/api/runs/"+q.id, nil, true)
+	l := iso.b.api.call(ctx, "run.logs", "GET", "/api/runs/"+q.id+"/logs", nil, true)
+	if r.status != http.StatusOK || l.status != http.StatusOK {
+		return q.id + ": " + answer(r) + ", logs " + answer(l)
+	}
+	var step map[string]any
+	items, _ := l.body["items"].([]any)
+	for _, it := range items {
+		if m, _ := it.(map[string]any); m["block_id"] == "call" {
+			step = m
+		}
+	}
+	created, started, ended := at(r.body, "createdAt"), at(step, "startedAt"), at(step, "finishedAt")
+	return fmt.Sprintf("%s %d ms: answered in %d, created +%d, waited %d for a worker, step %d, run ended %d after",
+		q.id, q.finished.Sub(q.sent).Milliseconds(), q.answered.Sub(q.sent).Milliseconds(), created.Sub(q.sent).Milliseconds(),
+		started.Sub(created).Milliseconds(), ended.Sub(started).Milliseconds(), q.finished.Sub(ended).Milliseconds())
 }
 
 func (iso *isolation) quietOne(ctx context.Context) {
@@ -584,6 +612,7 @@ type phaseRow struct {
 	bRuns, bBad              int
 	p50, p99, sigP50, sigP99 time.Duration
 	streamMissing            int
+	slowest                  string // where the time of B's slowest one-step run went
 	streamP99                time.Duration
 	fiveXX                   int
 	restarts                 int
@@ -649,6 +678,15 @@ func (iso *isolation) judge(phases []*isoPhase) *verdict {
 			}
 		}
 		row.p50, row.p99 = percentile(lat, .5), percentile(lat, .99)
+		var slow *quietSample
+		for i, q := range qs {
+			if q.phase == ph && q.kind == "one-step" && q.status == "completed" && (slow == nil || q.finished.Sub(q.sent) > slow.finished.Sub(slow.sent)) {
+				slow = &qs[i]
+			}
+		}
+		if slow != nil {
+			row.slowest = iso.anatomy(context.Background(), *slow)
+		}
 		row.sigP50, row.sigP99 = percentile(sig, .5), percentile(sig, .99)
 		row.streamP99 = percentile(lag, .99)
 		if ph.name == phBAlone {
@@ -732,6 +770,9 @@ func (iso *isolation) judge(phases []*isoPhase) *verdict {
 			}
 		}
 		rows = append(rows, row)
+		if row.slowest != "" {
+			v.figures = append(v.figures, [2]string{"B's slowest run, " + ph.name, row.slowest})
+		}
 	}
 	var drops []time.Time
 	iso.drops.with(func(x *[]time.Time) { drops = *x })
