@@ -58,6 +58,7 @@ func isoPlanFor(d time.Duration) isoPlan {
 // Phase names.
 const (
 	phAAlone  = "A alone: fan-out flood"
+	phWarm    = "B warms up"
 	phBAlone  = "B alone"
 	phFlood   = "fan-out flood"
 	phMem     = "expression bomb (memory)"
@@ -117,7 +118,9 @@ func TestIsolation(t *testing.T) {
 
 	quietCtx, stopQuiet := context.WithCancel(bg)
 	quietDone := iso.quiet(quietCtx)
-	phases := []*isoPhase{alone}
+	// B's first runs open connections and fill caches: not the baseline.
+	warm := iso.phase(bg, phWarm, nil, false)
+	phases := []*isoPhase{alone, warm}
 	phases = append(phases,
 		iso.phase(bg, phBAlone, nil, true),
 		iso.phase(bg, phFlood, func(ctx context.Context, ph *isoPhase) { iso.flood(ctx, ph, plan.floodRuns) }, true),
@@ -165,8 +168,10 @@ type isolation struct {
 	recB    *recorder
 	cur     guarded[*isoPhase]
 	samples guarded[[]quietSample]
-	// seen is when B's stream delivered each of B's runs' completed status.
+	// seen is when B's stream delivered each of B's runs' completed status; statuses, every
+	// status it delivered of each run (to tell a missed event from a missed run).
 	seen     guarded[map[string]time.Time]
+	statuses guarded[map[string][]string]
 	drops    guarded[[]time.Time] // when B's stream ended unasked
 	restarts guarded[[]restart]
 	rows     []phaseRow // the table, once judged
@@ -217,6 +222,7 @@ func setupIsolation(t *testing.T, plan isoPlan) *isolation {
 	rd := harness.StartRedis(t)
 	iso := &isolation{t: t, plan: plan, ep: newEndpoint(t), recA: &recorder{}, recB: &recorder{}}
 	iso.seen.v = map[string]time.Time{}
+	iso.statuses.v = map[string][]string{}
 	iso.sys = harness.New(t, harness.Options{
 		DatabaseURL: pg.NewDatabase(t),
 		RedisURL:    rd.URL,
@@ -428,7 +434,11 @@ func (iso *isolation) quiet(ctx context.Context) func() {
 					RunID  string `json:"runId"`
 					Status string `json:"status"`
 				}
-				if kind == "run.status" && json.Unmarshal([]byte(data), &ev) == nil && ev.Status == "completed" {
+				if kind != "run.status" || json.Unmarshal([]byte(data), &ev) != nil {
+					return
+				}
+				iso.statuses.with(func(m *map[string][]string) { (*m)[ev.RunID] = append((*m)[ev.RunID], ev.Status) })
+				if ev.Status == "completed" {
 					iso.seen.with(func(m *map[string]time.Time) {
 						if _, ok := (*m)[ev.RunID]; !ok {
 							(*m)[ev.RunID] = time.Now()
@@ -644,6 +654,8 @@ func (iso *isolation) judge(phases []*isoPhase) *verdict {
 	iso.samples.with(func(x *[]quietSample) { qs = *x })
 	var seen map[string]time.Time
 	iso.seen.with(func(m *map[string]time.Time) { seen = *m })
+	var statuses map[string][]string
+	iso.statuses.with(func(m *map[string][]string) { statuses = *m })
 	var rs []restart
 	iso.restarts.with(func(x *[]restart) { rs = *x })
 	outcomes := append(iso.recA.outcomes(), iso.recB.outcomes()...)
@@ -674,7 +686,8 @@ func (iso *isolation) judge(phases []*isoPhase) *verdict {
 				lag = append(lag, at.Sub(q.finished))
 			} else {
 				row.streamMissing++
-				cB.failf("%s: B's run %s completed but its stream never said so", ph.name, q.id)
+				cB.failf("%s: B's run %s completed at %s but its stream never said so (it said %v)", ph.name, q.id,
+					q.finished.Format("15:04:05.000"), statuses[q.id])
 			}
 		}
 		row.p50, row.p99 = percentile(lat, .5), percentile(lat, .99)
