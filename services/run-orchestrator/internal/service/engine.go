@@ -37,6 +37,7 @@ type engineConfig struct {
 	Workers                          int
 	OrgCeiling                       int
 	HTTP                             executors.HTTPConfig
+	Limits                           run.Limits
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 	Tracer                           trace.TracerProvider
 	Propagator                       propagation.TextMapPropagator
@@ -75,7 +76,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	for _, entry := range catalog {
 		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
 	}
-	interp := run.NewInterpreter(rules, run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) })
+	interp := run.NewInterpreter(rules, run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
 	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
 		catalog, executors.Executors(log, cfg.HTTP), log)
 	if err != nil {

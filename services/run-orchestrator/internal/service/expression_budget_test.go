@@ -75,7 +75,7 @@ func TestLongEvaluationLeavesTheRequestAndTheTransaction(t *testing.T) {
 		`{"block_id":"square","type":"transform","params":{"value":"{{ reduce(input.a, reduce(input.a, #acc + 1, 0), 0) }}"}}`,
 	}, edge("start", "square")))
 	b.workflow(t, "wf_sum", 1, def([]string{manual,
-		`{"block_id":"sum","type":"transform","params":{"value":"{{ reduce(input.a, #acc + #, 0) }}","label":"sum of {{ len(input.a) }}"}}`,
+		`{"block_id":"sum","type":"transform","params":{"value":{"sum":"{{ reduce(input.a, #acc + #, 0) }}","label":"sum of {{ len(input.a) }}"}}}`,
 	}, edge("start", "sum")))
 
 	items := make([]int, 15000)
@@ -97,8 +97,9 @@ func TestLongEvaluationLeavesTheRequestAndTheTransaction(t *testing.T) {
 
 	b.waitStatus(t, sum, "completed")
 	a := attemptOf(t, b.logs(t, sum), "sum")
-	require.Equal(t, float64(15000), a["output"])
-	require.Equal(t, map[string]any{"value": float64(15000), "label": "sum of 15000"}, a["input"], "the recorded input is the resolved one")
+	resolved := map[string]any{"sum": float64(15000), "label": "sum of 15000"}
+	require.Equal(t, resolved, a["output"])
+	require.Equal(t, map[string]any{"value": resolved}, a["input"], "the recorded input is the resolved one")
 
 	b.waitStatus(t, square, "failed")
 	a = attemptOf(t, b.logs(t, square), "square")

@@ -68,7 +68,11 @@ type Config struct {
 	// bounding both what its builtins allocate and what it produces); the small inline budget
 	// of evaluations inside a transaction or a request keeps its defaults (run.EvalLimits).
 	Expressions run.EvalLimits
-	Base        boot.Config
+	// AttemptOutputMax bounds an attempt's output JSON (SVC_ATTEMPT_OUTPUT_MAX_BYTES, 1 MiB:
+	// the request body limit); RunOutputMax the run's sinks' outputs together
+	// (SVC_RUN_OUTPUT_MAX_BYTES, 4 MiB, at least AttemptOutputMax). Zero takes the default.
+	AttemptOutputMax, RunOutputMax int
+	Base                           boot.Config
 }
 
 // LoadConfig reads the settings from lookup (os.LookupEnv) and reports every bad one at once.
@@ -88,6 +92,8 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 			Timeout: r.Duration("SVC_EXPRESSION_TIMEOUT", run.DefaultTimeout),
 			Bytes:   int64(r.Int("SVC_EXPRESSION_MAX_BYTES", run.DefaultMaxBytes, 1<<20, 1<<30)),
 		}},
+		AttemptOutputMax: r.Int("SVC_ATTEMPT_OUTPUT_MAX_BYTES", run.DefaultMaxAttemptOutput, minOutputMax, maxOutputMax),
+		RunOutputMax:     r.Int("SVC_RUN_OUTPUT_MAX_BYTES", run.DefaultMaxRunOutput, minOutputMax, 4*maxOutputMax),
 	}
 	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
 	err := r.Err()
@@ -98,8 +104,19 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		err = errors.Join(err, fmt.Errorf("SVC_ORCHESTRATOR_DEAD_AFTER (%s) must be at least twice SVC_ORCHESTRATOR_HEARTBEAT (%s), which must be positive",
 			cfg.DeadAfter, cfg.Heartbeat))
 	}
+	if cfg.RunOutputMax < cfg.AttemptOutputMax {
+		err = errors.Join(err, fmt.Errorf("SVC_RUN_OUTPUT_MAX_BYTES (%d) must be at least SVC_ATTEMPT_OUTPUT_MAX_BYTES (%d), so that a run's one sink always fits",
+			cfg.RunOutputMax, cfg.AttemptOutputMax))
+	}
 	return cfg, err
 }
+
+// The range of the output bounds: at least room for an http.request's status and headers
+// (64 KiB at most) beside its body; at most what a step may hold in memory and write in one row.
+const (
+	minOutputMax = 128 << 10
+	maxOutputMax = 64 << 20
+)
 
 // ReplicaID names this process: a fresh time-ordered id, then host and pid for people.
 func ReplicaID() string {
@@ -135,7 +152,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	}()
 	eng, err := newEngine(ctx, base.Pool, engineConfig{
 		Replica: ReplicaID(),
-		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork},
+		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork, MaxOutput: cfg.AttemptOutputMax},
+		Limits:    run.Limits{AttemptOutput: cfg.AttemptOutputMax, RunOutput: cfg.RunOutputMax},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
 		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator, Expressions: cfg.Expressions,
 	}, log)

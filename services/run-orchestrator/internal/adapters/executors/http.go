@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 )
 
 // HTTPConfig is the server configuration of the http.request connector.
@@ -21,21 +22,34 @@ type HTTPConfig struct {
 	// AllowPrivate sets the hidden allow_private_network param on every http.request block
 	// (SVC_HTTP_ALLOW_PRIVATE=1): loopback, private and link-local targets are then allowed.
 	AllowPrivate bool
+	// MaxOutput is the bound of an attempt's output JSON (SVC_ATTEMPT_OUTPUT_MAX_BYTES; 0: 1
+	// MiB). The executor reads at most that much of a response body, and cuts the body further
+	// so that its whole output (status, headers, body) fits: beyond it the output is marked
+	// truncated, never refused.
+	MaxOutput int
 }
 
-// MaxResponseBody is the most of a response body an attempt stores; beyond it the body is cut
-// and the output marked truncated.
-const MaxResponseBody = 1 << 20
+// defaultMaxOutput is the attempt output bound when HTTPConfig leaves it unset: the request
+// body limit.
+const defaultMaxOutput = 1 << 20
+
+// maxResponseHeader bounds a response's header block (net/http's default is 10 MiB), so that
+// the headers leave room for the body in the output.
+const maxResponseHeader = 64 << 10
 
 var errPrivateTarget = errors.New("destination address is loopback, private or link-local; such targets are refused")
 
 type httpExecutor struct {
-	strict *http.Client // refuses private targets after DNS resolution
-	open   *http.Client
+	strict    *http.Client // refuses private targets after DNS resolution
+	open      *http.Client
+	maxOutput int
 }
 
 func newHTTPExecutor(cfg HTTPConfig) Executor {
-	return &httpExecutor{strict: newEgressClient(true), open: newEgressClient(false)}
+	if cfg.MaxOutput <= 0 {
+		cfg.MaxOutput = defaultMaxOutput
+	}
+	return &httpExecutor{strict: newEgressClient(true), open: newEgressClient(false), maxOutput: cfg.MaxOutput}
 }
 
 // newEgressClient builds a client whose dialer checks the address actually dialled (after DNS
@@ -60,7 +74,7 @@ func newEgressClient(refusePrivate bool) *http.Client {
 	}
 	return &http.Client{
 		Transport: &http.Transport{DialContext: d.DialContext, Proxy: nil, MaxIdleConnsPerHost: 16,
-			TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second},
+			TLSHandshakeTimeout: 10 * time.Second, ResponseHeaderTimeout: 60 * time.Second, MaxResponseHeaderBytes: maxResponseHeader},
 		CheckRedirect: func(_ *http.Request, via []*http.Request) error {
 			if len(via) >= 5 {
 				return errors.New("stopped after 5 redirects")
@@ -128,13 +142,13 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 		return Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, MaxResponseBody+1))
+	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxOutput)+1))
 	if err != nil {
 		return Result{}, fmt.Errorf("read response: %w", err)
 	}
-	truncated := len(data) > MaxResponseBody
+	truncated := len(data) > h.maxOutput
 	if truncated {
-		data = data[:MaxResponseBody]
+		data = data[:h.maxOutput]
 	}
 	headers := map[string]any{}
 	for k := range resp.Header {
@@ -150,5 +164,43 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 	if truncated {
 		out["truncated"] = true
 	}
-	return Result{Output: out}, nil
+	return Result{Output: fitOutput(out, data, h.maxOutput)}, nil
+}
+
+// fitOutput cuts the body of out so that out's JSON is at most limit bytes: a body at the
+// limit does not fit beside the status and headers, and its JSON form may be longer than its
+// bytes (escapes, a parsed body written again). The body is then the start of data as a string,
+// marked truncated, cut in proportion to how much its JSON form is over; a few passes settle
+// an uneven mix of escapes. Headers too large to leave any room are left to the engine's bound
+// (output_too_large).
+func fitOutput(out map[string]any, data []byte, limit int) map[string]any {
+	// A body whose every byte would take 6 in JSON (\u00XX) still fits: no need to measure.
+	if 6*(len(data)+maxResponseHeader)+1024 <= limit {
+		return out
+	}
+	for range 4 {
+		enc, err := json.Marshal(out)
+		if err != nil || len(enc) <= limit {
+			return out
+		}
+		body, ok := out["body"].(string)
+		if !ok {
+			body = strings.ToValidUTF8(string(data), "\uFFFD")
+		}
+		encBody, err := json.Marshal(body)
+		if err != nil {
+			return out
+		}
+		others := len(enc) - len(encBody)
+		if _, marked := out["truncated"]; !marked {
+			others += len(`,"truncated":true`)
+		}
+		room := max(limit-others, 0)
+		cut := int(int64(len(body)) * int64(room) / int64(len(encBody)))
+		for cut > 0 && cut < len(body) && !utf8.RuneStart(body[cut]) {
+			cut--
+		}
+		out["body"], out["truncated"] = body[:min(cut, len(body))], true
+	}
+	return out
 }

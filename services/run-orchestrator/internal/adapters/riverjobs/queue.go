@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"time"
 
@@ -47,14 +48,17 @@ type Config struct {
 
 // Queue is the River client and the worker that drives runs.
 type Queue struct {
-	client     *river.Client[pgx.Tx]
-	log        *slog.Logger
-	store      *runstore.Store
-	executors  map[string]executors.Executor
-	catalog    map[string]connectors.Entry
-	fair       *fairshare.Clock
-	turns      *turns
-	ceiling    *ceiling
+	client    *river.Client[pgx.Tx]
+	log       *slog.Logger
+	store     *runstore.Store
+	executors map[string]executors.Executor
+	catalog   map[string]connectors.Entry
+	params    *executors.ParamsValidator
+	fair      *fairshare.Clock
+	turns     *turns
+	ceiling   *ceiling
+	// heavy holds a token per evaluation over the inline budget in progress (prepare).
+	heavy      chan struct{}
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator
 
@@ -107,15 +111,19 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 		running: map[string]map[int64]context.CancelCauseFunc{}, stopping: make(chan struct{}),
 	}
 	q.turns = &turns{pool: pool, clock: q.fair}
+	q.heavy = make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2))
 	q.ceiling = newCeiling(OrgCeiling(cfg.Workers, cfg.OrgCeiling))
 	for _, entry := range catalog {
 		q.catalog[entry.Type] = entry
+	}
+	var err error
+	if q.params, err = executors.NewParamsValidator(catalog); err != nil {
+		return nil, err
 	}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{q: q}); err != nil {
 		return nil, err
 	}
-	var err error
 	q.client, err = river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:            runstore.Schema,
 		ID:                cfg.Replica,

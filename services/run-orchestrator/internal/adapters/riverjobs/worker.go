@@ -174,7 +174,7 @@ func (q *Queue) drive(ctx context.Context, rj *river.Job[runArgs], job *runstore
 // block's attempt).
 func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cache, st run.StartAttempt) (run.Outcome, error) {
 	for {
-		st = st.Prepare() // outside any transaction: the full expression budget
+		st = q.prepare(ctx, st) // outside any transaction: the full expression budget
 		res, execErr := q.step(ctx, job, st)
 		yield := q.yield(ctx, job)
 		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
@@ -211,6 +211,25 @@ func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cach
 		}
 		st = *o.Start
 	}
+}
+
+// prepare resolves the params of an attempt that went over the inline budget, under the full
+// budget. Such evaluations take turns on a replica (heavy: half its cores, at least one), so
+// however many an organization starts at once, they hold a bounded share of the CPU and the
+// light work of others keeps the rest. An attempt whose run ends while it waits fails with
+// why (its result is then ignored).
+func (q *Queue) prepare(ctx context.Context, st run.StartAttempt) run.StartAttempt {
+	if !st.Deferred {
+		return st.Prepare()
+	}
+	select {
+	case q.heavy <- struct{}{}:
+	case <-ctx.Done():
+		st.ParamErr = fmt.Errorf("waiting to evaluate the params: %w", context.Cause(ctx))
+		return st
+	}
+	defer func() { <-q.heavy }()
+	return st.Prepare()
 }
 
 // step runs attempt st's connector in a span of its own.
@@ -259,6 +278,9 @@ func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Res
 		if le := expression.AsLimit(execErr); le != nil {
 			code = le.Code
 		}
+		if pe := (*executors.ParamError)(nil); errors.As(execErr, &pe) {
+			code = run.CodeInvalidParam
+		}
 		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Input: input, Now: now}
 	}
 	if w := res.Wait; w != nil {
@@ -295,6 +317,10 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if !ok {
 		return executors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
 	}
+	var err error
+	if st.Params, err = q.params.Check(st.Block.Type, st.Params); err != nil {
+		return executors.Result{}, err
+	}
 	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
 	if ms, ok := executors.IntParam(st.Params["timeout_ms"]); ok && ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
@@ -302,6 +328,7 @@ func (q *Queue) call(ctx context.Context, entry connectors.Entry, runID string, 
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
+	timeout = q.params.Bound(st.Block.Type, timeout)
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	input := st.Scope["input"]

@@ -94,8 +94,8 @@ func errorBody(message, code string) json.RawMessage {
 }
 
 // finishCompleted ends a run none of whose blocks is active: its output is its sinks'.
-func finishCompleted(r *Run, o *Outcome) {
-	out, _ := json.Marshal(r.State.Output(r.Def))
+func finishCompleted(r *Run, o *Outcome, sinks map[string]json.RawMessage) {
+	out, _ := json.Marshal(sinks)
 	r.Status = StatusCompleted
 	o.Finish = &Finish{Status: StatusCompleted, Output: out}
 	o.ReleaseAll = true

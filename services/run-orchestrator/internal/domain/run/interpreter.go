@@ -67,14 +67,19 @@ type Interpreter struct {
 	connectors map[string]Connector
 	templates  *Templates
 	newID      func() string
+	limits     Limits
 }
 
 // NewInterpreter builds an interpreter over the connector catalog; newID names new attempts.
-func NewInterpreter(connectors map[string]Connector, templates *Templates, newID func() string) *Interpreter {
+func NewInterpreter(connectors map[string]Connector, templates *Templates, newID func() string, opts ...Option) *Interpreter {
 	if templates == nil || newID == nil {
 		panic("run: NewInterpreter needs templates and newID")
 	}
-	return &Interpreter{connectors: connectors, templates: templates, newID: newID}
+	in := &Interpreter{connectors: connectors, templates: templates, newID: newID, limits: Limits{}.withDefaults()}
+	for _, opt := range opts {
+		opt(in)
+	}
+	return in
 }
 
 // Templates is the interpreter's template evaluator (conditions evaluate with it too).
@@ -243,7 +248,7 @@ func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) 
 	if len(ready) == 0 {
 		o.CompleteJob = true
 		if !r.State.Active() {
-			finishCompleted(r, o)
+			in.finishCompleted(r, o, now)
 			return
 		}
 		if r.State.count(BlockWaiting) > 0 && r.State.count(BlockRunning) == 0 {
@@ -361,6 +366,11 @@ func (in *Interpreter) succeeded(r *Run, ev Succeeded, o *Outcome) {
 	if !inFlight(r, ev.Job, ev.Block, ev.AttemptID) {
 		return
 	}
+	if block, _ := r.Def.Block(ev.Block); in.outputTooLarge(block, len(ev.Output)) != "" {
+		in.failed(r, Failed{JobEvent: ev.JobEvent, Block: ev.Block, AttemptID: ev.AttemptID, Code: CodeOutputTooLarge,
+			Message: in.outputTooLarge(block, len(ev.Output)), Input: ev.Input, Now: ev.Now}, o)
+		return
+	}
 	recordInput(o, ev.AttemptID, ev.Input)
 	succeed(r, o, ev.Block, ev.Output, ev.Now)
 	in.proceed(r, ev.JobEvent, ev.Now, o)
@@ -387,11 +397,13 @@ func (in *Interpreter) failed(r *Run, ev Failed, o *Outcome) {
 	}
 	recordInput(o, ev.AttemptID, ev.Input)
 	bs := o.touch(r, ev.Block)
+	ev.Message = clipMessage(ev.Message)
 	endAttempt(r, o, ev.Block, "failed", nil, errorBody(ev.Message, ev.Code), ev.Now)
 	block, _ := r.Def.Block(ev.Block)
 	policy := in.connectors[block.Type].Retry
-	// Lost attempts do not count against max_attempts; 10 of any kind stop the step.
-	if bs.Attempts-bs.Lost < policy.MaxAttempts && bs.Attempts < MaxAttemptsAnyKind {
+	// Lost attempts do not count against max_attempts; 10 of any kind stop the step. A
+	// failure that a retry would repeat (final) is not retried.
+	if !final(ev.Code) && bs.Attempts-bs.Lost < policy.MaxAttempts && bs.Attempts < MaxAttemptsAnyKind {
 		bs.RetryAt = ev.Now.Add(policy.Backoff(bs.Attempts))
 		o.Retry = &Retry{Block: ev.Block, Attempt: bs.Attempts + 1, At: bs.RetryAt}
 		o.change(r, Change{Kind: ChangeRetryScheduled, BlockID: ev.Block, Attempt: bs.Attempts + 1, RetryAt: bs.RetryAt}, ev.Now)

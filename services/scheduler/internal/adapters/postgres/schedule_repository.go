@@ -106,8 +106,10 @@ func (r *ScheduleRepository) Get(ctx context.Context, organizationID, id string)
 	return s, nil
 }
 
-// List returns a page of schedules, newest first.
-func (r *ScheduleRepository) List(ctx context.Context, organizationID, workflowID string, after *schedule.Position, limit int) ([]*schedule.Schedule, error) {
+// List returns a page of schedules, newest first. Rows are read one at a time and the read
+// stops at the first that would take the inputs past maxBytes: the page, not the limit, is
+// what the scheduler holds.
+func (r *ScheduleRepository) List(ctx context.Context, organizationID, workflowID string, after *schedule.Position, limit, maxBytes int) ([]*schedule.Schedule, bool, error) {
 	var (
 		afterAt *time.Time
 		afterID string
@@ -117,14 +119,32 @@ func (r *ScheduleRepository) List(ctx context.Context, organizationID, workflowI
 	}
 	rows, err := r.pool.Query(ctx, listSQL, organizationID, workflowID, limit, afterAt, afterID)
 	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
+		return nil, false, fmt.Errorf("list schedules: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*schedule.Schedule, error) { return scanSchedule(row) })
-	if err != nil {
-		return nil, fmt.Errorf("list schedules: %w", err)
+	defer rows.Close()
+	var (
+		out   []*schedule.Schedule
+		bytes int
+	)
+	for rows.Next() {
+		s, err := scanSchedule(rows)
+		if err != nil {
+			return nil, false, fmt.Errorf("list schedules: %w", err)
+		}
+		bytes += len(s.Input()) + itemOverhead
+		if len(out) > 0 && bytes > maxBytes {
+			return out, true, nil
+		}
+		out = append(out, s)
 	}
-	return out, nil
+	if err := rows.Err(); err != nil {
+		return nil, false, fmt.Errorf("list schedules: %w", err)
+	}
+	return out, false, nil
 }
+
+// itemOverhead is what a schedule's members other than its input take in a page, at most.
+const itemOverhead = 512
 
 // Update runs updateFunc under the schedule's row lock and stores the result.
 func (r *ScheduleRepository) Update(ctx context.Context, organizationID, id string, updateFunc func(s *schedule.Schedule) error) error {

@@ -28,6 +28,10 @@ type ListSchedules struct {
 	Limit    int
 }
 
+// PageBytes is the most of schedule inputs one page holds (the first schedule always comes):
+// a limit of 500 schedules of 1 MiB inputs would otherwise be 500 MiB built in memory.
+const PageBytes = 1 << 20
+
 // SchedulePage is one page; Next is set when more follow.
 type SchedulePage struct {
 	Items []*schedule.Schedule
@@ -59,7 +63,7 @@ func (h ListSchedulesHandler) Handle(ctx context.Context, q ListSchedules) (Sche
 	if filtered && !wire.ValidID(wire.Workflow, q.WorkflowID) {
 		return SchedulePage{}, ErrUnknownWorkflow
 	}
-	items, err := h.repo.List(ctx, q.OrganizationID, q.WorkflowID, q.After, q.Limit+1)
+	items, cut, err := h.repo.List(ctx, q.OrganizationID, q.WorkflowID, q.After, q.Limit+1, PageBytes)
 	if err != nil {
 		return SchedulePage{}, err
 	}
@@ -72,6 +76,12 @@ func (h ListSchedulesHandler) Handle(ctx context.Context, q ListSchedules) (Sche
 		}
 	}
 	page := SchedulePage{Items: items}
+	if cut && len(items) <= q.Limit {
+		// The byte budget stopped the page and another schedule follows.
+		last := items[len(items)-1]
+		page.Next = &schedule.Position{CreatedAt: last.CreatedAt(), ID: last.ID()}
+		return page, nil
+	}
 	if len(items) > q.Limit {
 		page.Items = items[:q.Limit]
 		last := page.Items[q.Limit-1]

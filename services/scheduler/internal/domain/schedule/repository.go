@@ -17,8 +17,9 @@ type Repository interface {
 	Add(ctx context.Context, s *Schedule) error
 	Get(ctx context.Context, organizationID, id string) (*Schedule, error)
 	// List returns up to limit schedules, newest first, after the position (nil: from the top),
-	// only those of workflowID when it is not empty.
-	List(ctx context.Context, organizationID, workflowID string, after *Position, limit int) ([]*Schedule, error)
+	// only those of workflowID when it is not empty, and no more than maxBytes of their inputs
+	// (the first always comes): more says a schedule the byte budget left out follows.
+	List(ctx context.Context, organizationID, workflowID string, after *Position, limit, maxBytes int) (items []*Schedule, more bool, err error)
 	// Update runs updateFunc under the schedule's row lock and stores the schedule it changed.
 	Update(ctx context.Context, organizationID, id string, updateFunc func(s *Schedule) error) error
 	Delete(ctx context.Context, organizationID, id string) error
