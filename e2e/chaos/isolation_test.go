@@ -40,7 +40,7 @@ type isoPlan struct {
 // flood is the 40 runs × 60 calls on a 300 ms endpoint.
 func isoPlanFor(d time.Duration) isoPlan {
 	p := isoPlan{
-		workers: 10, hold: 7 * time.Second, settle: 90 * time.Second,
+		workers: 10, hold: 6 * time.Second, settle: 90 * time.Second,
 		floodRuns: 8, fanOut: 30, slowMS: 300,
 		memBombs: 2, cpuBombs: 2, cpuN: 12000, bigRuns: 3,
 		streams: 20, keys: 20, runsPerKey: 1,
