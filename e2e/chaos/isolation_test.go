@@ -622,6 +622,7 @@ type phaseRow struct {
 	bRuns, bBad              int
 	p50, p99, sigP50, sigP99 time.Duration
 	streamMissing            int
+	over                     int    // B's one-step runs over the bound
 	slowest                  string // where the time of B's slowest one-step run went
 	streamP99                time.Duration
 	fiveXX                   int
@@ -708,6 +709,11 @@ func (iso *isolation) judge(phases []*isoPhase) *verdict {
 		if ph.withB && ph.name != phBAlone {
 			row.bound = max(2*alone, alone+100*time.Millisecond)
 			cLat.checked++
+			for _, d := range lat {
+				if d > row.bound {
+					row.over++
+				}
+			}
 			if len(lat) == 0 {
 				cLat.failf("%s: B completed no one-step run", ph.name)
 			} else if row.p99 > row.bound {
@@ -846,15 +852,15 @@ func (iso *isolation) markdown(title string, v *verdict) string {
 	for _, f := range v.figures {
 		fmt.Fprintf(&b, "| %s | %s |\n", f[0], f[1])
 	}
-	b.WriteString("\n| phase | length | B runs | B p50 ms | B p99 ms | bound ms | B signal→completed p50/p99 ms | B stream lag p99 ms, missing | B not completed | 5xx or no answer | exited | A runs ended | A's outcomes and limits hit |\n" +
-		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
+	b.WriteString("\n| phase | length | B runs | B p50 ms | B p99 ms | bound ms | B runs over it | B signal→completed p50/p99 ms | B stream lag p99 ms, missing | B not completed | 5xx or no answer | exited | A runs ended | A's outcomes and limits hit |\n" +
+		"|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n")
 	for _, r := range iso.rows {
 		bound := "–"
 		if r.bound > 0 {
 			bound = ms(r.bound)
 		}
-		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %s/%s | %s, %d | %d | %d | %d | %d/%d | %s |\n",
-			r.ph.name, r.ph.end.Sub(r.ph.start).Round(time.Second), r.bRuns, ms(r.p50), ms(r.p99), bound, ms(r.sigP50), ms(r.sigP99),
+		fmt.Fprintf(&b, "| %s | %s | %d | %s | %s | %s | %d | %s/%s | %s, %d | %d | %d | %d | %d/%d | %s |\n",
+			r.ph.name, r.ph.end.Sub(r.ph.start).Round(time.Second), r.bRuns, ms(r.p50), ms(r.p99), bound, r.over, ms(r.sigP50), ms(r.sigP99),
 			ms(r.streamP99), r.streamMissing, r.bBad, r.fiveXX, r.restarts, r.aEnded, r.aRuns, r.aOutcomes)
 	}
 	return b.String()
