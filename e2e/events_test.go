@@ -385,3 +385,40 @@ func TestRunEventsStreamCapAcrossGateways(t *testing.T) {
 	waitForStreamSlot(t, viaSecond, "/api/runs/events")
 	require.Equal(t, http.StatusAccepted, u.c.post("/api/runs/"+id+"/cancel", nil).Status)
 }
+
+// TestRunEventsStreamCeilings (issue 21): fresh API keys do not multiply a user's open
+// streams: the keys a user creates count for that user (identity resolves a key to its
+// creator), and past SVC_GATEWAY_MAX_STREAMS_PER_USER the next stream is 429 rate_limited
+// like one past the principal's cap, whichever key opens it.
+func TestRunEventsStreamCeilings(t *testing.T) {
+	t.Parallel()
+	sys := startIdentitySystem(t, map[string]string{
+		"SVC_RATE_LIMIT_PER_MINUTE": "1000000", "SVC_GATEWAY_MAX_STREAMS": "2", "SVC_GATEWAY_MAX_STREAMS_PER_USER": "3",
+	})
+	u := newRunsUser(t, sys, "events-ceil")
+	wf := u.workflow("hold", wfDef(wfBlocks(wfTrigger(nil), wfBlock("hold", "wait", map[string]any{"signal": "go"})), wfEdge("start", "hold")))
+	id := u.startRun(wf, nil)
+	ctx, drop := context.WithCancel(t.Context())
+	var open []*sseStream
+	for _, c := range []*client{u.c, u.c, u.byAPIKey().c} {
+		s := openEvents(t, ctx, c, "/api/runs/"+id+"/events", "")
+		require.Equal(t, http.StatusOK, s.Status, s.Body)
+		open = append(open, s)
+	}
+	fresh := u.byAPIKey().c
+	over := openEvents(t, t.Context(), fresh, "/api/runs/events", "")
+	require.Equal(t, http.StatusTooManyRequests, over.Status, "a fresh key of the same user: %s", over.Body)
+	var body map[string]any
+	require.NoError(t, json.Unmarshal([]byte(over.Body), &body))
+	require.Equal(t, "rate_limited", body["error"])
+	require.InDelta(t, 3, body["maxStreams"], 0)
+	require.Contains(t, body["message"], "for this user")
+
+	drop()
+	for _, s := range open {
+		for range s.Events {
+		}
+	}
+	waitForStreamSlot(t, fresh, "/api/runs/events")
+	require.Equal(t, http.StatusAccepted, u.c.post("/api/runs/"+id+"/cancel", nil).Status)
+}

@@ -19,6 +19,10 @@
 //   - "x-json-schema": true on a property: the value is itself a JSON Schema (draft 2020-12
 //     unless its $schema says otherwise), which the editor compiles at patch time with nothing
 //     loaded from outside it.
+//   - "x-template-scope": [roots] on a string property, at any depth: its {{ }} templates are
+//     evaluated before any step ran, over those roots only (a trigger's concurrency.key: the
+//     run input). The editor skips an operation whose template there names another root
+//     (invalid_param, with the allowed roots as its hint).
 //
 // An entry's "aliases" are the names other products give its block type ("fetch" and
 // "webhook_call" for http.request, "switch" for condition, "cron" for trigger.schedule): the

@@ -327,6 +327,8 @@ export interface Run {
   runId: string; workflowId: string; workflowVersion: number; status: string; input: unknown;
   output: unknown; error: { block_id?: string; message: string } | null;
   waiting: null | { block_id: string; kind: "sleep" | "signal"; until?: string; signal?: string };
+  // Why a queued run waits: its workflow's concurrency limit, or a worker (its turn).
+  queue?: null | { reason: "concurrency_limit" | "waiting_for_worker"; message: string };
   createdAt: string; startedAt: string | null; finishedAt: string | null;
   workflow?: { id: string; version: number; definition: Definition };
 }

@@ -81,7 +81,7 @@ export class RunFollower implements Model {
     if (name === "run.status") {
       const r = this.run;
       this.statusAt = Date.now();
-      this.run = { ...r, status: d.status, waiting: d.waiting ?? null, error: d.error ?? r.error, finishedAt: d.at ?? r.finishedAt };
+      this.run = { ...r, status: d.status, waiting: d.waiting ?? null, queue: d.queue ?? null, error: d.error ?? r.error, finishedAt: d.at ?? r.finishedAt };
       if (finished(d.status)) {
         // The end: the output, and the last attempts' outputs.
         this.over = true;

@@ -431,6 +431,9 @@ function RunPage({ id }: { id: string }) {
           Waiting at <b>{run.waiting.block_id}</b> for {run.waiting.kind === "signal" ? <>signal <code>{run.waiting.signal}</code>{run.waiting.until && <> until {when(run.waiting.until)}</>}</> : <>a sleep until {when(run.waiting.until)}</>}
         </p>
       )}
+      {run.status === "queued" && run.queue && (
+        <p class="waiting" data-testid="queue">Queued: {run.queue.message}</p>
+      )}
       {run.error && <p class="error">Failed at <b>{run.error.block_id}</b>: {run.error.message}</p>}
       <div class="actions">
         <button onClick={cancel} disabled={finished(run.status)}>Cancel run</button>

@@ -48,9 +48,13 @@ type Config struct {
 	// GuardCacheTTL is how long the guard may reuse an identity while identity's revocation
 	// epoch has not moved; 0 resolves every request.
 	GuardCacheTTL time.Duration
-	// MaxStreams is how many run event streams one principal may hold open at once, across
-	// gateway replicas (SVC_GATEWAY_MAX_STREAMS, 20); past it 429 rate_limited.
-	MaxStreams int
+	// MaxStreams is how many run event streams one principal (SVC_GATEWAY_MAX_STREAMS, 20),
+	// one user across all its organizations and API keys (SVC_GATEWAY_MAX_STREAMS_PER_USER,
+	// three principals' worth) and one organization across all its principals
+	// (SVC_GATEWAY_MAX_STREAMS_PER_ORG, five principals' worth) may each hold open at once,
+	// across gateway replicas; past any of them 429 rate_limited. The principal's cap alone
+	// would multiply with every API key or organization a user creates.
+	MaxStreams app.StreamLimits
 	// Origins are the trusted origins (SVC_PUBLIC_URL's and SVC_TRUSTED_ORIGINS, read as
 	// identity reads them): a write the session cookie authenticates must come from a page of
 	// one of them.
@@ -85,8 +89,16 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		},
 		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
 		GuardCacheTTL:      r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
-		MaxStreams:         r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000),
 		Base:               boot.ReadConfig(r, needs()),
+	}
+	// Unset, a user's and an organization's stream ceilings are a few principals' worth of
+	// whatever the principal's is.
+	perPrincipal := r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000)
+	streams := httpport.StreamLimitsFor(perPrincipal)
+	cfg.MaxStreams = app.StreamLimits{
+		PerPrincipal:    perPrincipal,
+		PerUser:         r.Int("SVC_GATEWAY_MAX_STREAMS_PER_USER", streams.PerUser, 1, httpport.MaxStreamCeiling),
+		PerOrganization: r.Int("SVC_GATEWAY_MAX_STREAMS_PER_ORG", streams.PerOrganization, 1, httpport.MaxStreamCeiling),
 	}
 	// Unset, the organization's bucket is ten principals' worth of whatever the principal's is.
 	cfg.RateLimitOrgPerMinute = r.Int("SVC_RATE_LIMIT_ORG_PER_MINUTE",
@@ -149,7 +161,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
 		WithTrustedOrigins(cfg.Origins)
 	if base.Redis != nil {
-		// The cap on open streams holds across replicas, counted in Redis (on each replica
+		// The caps on open streams hold across replicas, counted in Redis (on each replica
 		// alone while Redis fails).
 		gw = gw.WithStreamSlots(ratelimiter.NewRedisStreamSlots(base.Redis, base.Keys, ratelimiter.DefaultStreamLease))
 	}

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/web"
+	"svc.dev/services/gateway/internal/app"
 	"svc.dev/services/gateway/internal/service"
 )
 
@@ -107,4 +108,38 @@ func TestLoadConfigOrgRateLimit(t *testing.T) {
 	}
 	_, err := service.LoadConfig(lookup(map[string]string{"SVC_RATE_LIMIT_ORG_PER_MINUTE": "0"}))
 	require.ErrorContains(t, err, "SVC_RATE_LIMIT_ORG_PER_MINUTE")
+}
+
+// TestLoadConfigStreamCeilings: a user's and an organization's ceilings on open event streams
+// default to three and five principals' worth of the per-principal cap (60 and 100 with its
+// default 20), and each can be set on its own.
+func TestLoadConfigStreamCeilings(t *testing.T) {
+	t.Parallel()
+	lookup := func(vars map[string]string) func(string) (string, bool) {
+		return func(name string) (string, bool) {
+			if name == "SVC_INTERNAL_SECRET" {
+				return strings.Repeat("s", 32), true
+			}
+			v, ok := vars[name]
+			return v, ok
+		}
+	}
+	for _, tc := range []struct {
+		vars map[string]string
+		want app.StreamLimits
+	}{
+		{nil, app.StreamLimits{PerPrincipal: 20, PerUser: 60, PerOrganization: 100}},
+		{map[string]string{"SVC_GATEWAY_MAX_STREAMS": "3"}, app.StreamLimits{PerPrincipal: 3, PerUser: 9, PerOrganization: 15}},
+		{map[string]string{"SVC_GATEWAY_MAX_STREAMS": "100000"}, app.StreamLimits{PerPrincipal: 100_000, PerUser: 300_000, PerOrganization: 500_000}},
+		{map[string]string{"SVC_GATEWAY_MAX_STREAMS_PER_USER": "7", "SVC_GATEWAY_MAX_STREAMS_PER_ORG": "11"},
+			app.StreamLimits{PerPrincipal: 20, PerUser: 7, PerOrganization: 11}},
+	} {
+		cfg, err := service.LoadConfig(lookup(tc.vars))
+		require.NoError(t, err)
+		require.Equal(t, tc.want, cfg.MaxStreams, tc.vars)
+	}
+	for _, name := range []string{"SVC_GATEWAY_MAX_STREAMS_PER_USER", "SVC_GATEWAY_MAX_STREAMS_PER_ORG"} {
+		_, err := service.LoadConfig(lookup(map[string]string{name: "0"}))
+		require.ErrorContains(t, err, name)
+	}
 }

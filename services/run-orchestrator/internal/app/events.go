@@ -160,7 +160,7 @@ func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 // statusAt is the run as it was at status change st: the run's record with that status and
 // wait; a finish's output and error belong to the final status only.
 func statusAt(r run.Record, st run.StatusChange) *run.Record {
-	r.Status, r.Waiting = st.Status, st.Waiting
+	r.Status, r.Waiting, r.Queue = st.Status, st.Waiting, st.Queue
 	if !st.Status.Terminal() {
 		r.Output, r.Error, r.FinishedAt = nil, nil, time.Time{}
 	}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -75,6 +76,7 @@ type prepared struct {
 	snap   Snapshot
 	def    run.Definition
 	schema *jsonschema.Schema
+	conc   *run.Concurrency // the trigger's concurrency declaration (nil: none)
 	err    error
 }
 
@@ -157,6 +159,11 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 			out[i] = StartRunResult{Err: err}
 			continue
 		}
+		group, err := groupOf(p.conc, input)
+		if err != nil {
+			out[i] = StartRunResult{Err: err}
+			continue
+		}
 		runOf[i], owns[i] = len(runs), true
 		if c.IdempotencyKey != "" {
 			keyOwner[k] = len(runs)
@@ -164,6 +171,7 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 		runs = append(runs, run.NewRun{
 			ID: wire.NewID(wire.Run), OrganizationID: c.OrganizationID, WorkflowID: p.snap.ID,
 			WorkflowVersion: p.snap.Version, Definition: p.snap.Definition, Parsed: &p.def, Input: input, Trigger: normalTrigger(c.Trigger),
+			Group: group,
 		})
 		keys = append(keys, c.IdempotencyKey)
 	}
@@ -295,7 +303,33 @@ func prepare(snap Snapshot) prepared {
 		return prepared{err: &run.InvalidWorkflowError{Errors: []run.ValidationError{{
 			Code: "input_schema_invalid", Message: err.Error()}}}}
 	}
-	return prepared{snap: snap, def: def, schema: sch}
+	conc, err := run.ParseConcurrency(def)
+	if err != nil {
+		return prepared{err: &run.InvalidWorkflowError{Errors: []run.ValidationError{{
+			Code: "concurrency_invalid", Message: err.Error()}}}}
+	}
+	return prepared{snap: snap, def: def, schema: sch, conc: conc}
+}
+
+// groupOf is the concurrency group of a run of a workflow declaring conc (nil: none), its
+// key evaluated over the run's input. A key that cannot be evaluated refuses the start (400
+// invalid_body, nothing stored) rather than failing the run later: the caller sent the input,
+// and can send it again with the field the key reads.
+func groupOf(conc *run.Concurrency, input json.RawMessage) (*run.Group, error) {
+	if conc == nil {
+		return nil, nil
+	}
+	var v any
+	if err := json.Unmarshal(input, &v); err != nil {
+		return nil, &run.InvalidInputError{Issues: []run.Issue{{Path: "", Message: "the input is not JSON: " + err.Error()}}}
+	}
+	g, err := conc.GroupOf(v)
+	if err != nil {
+		msg := fmt.Sprintf("the workflow limits concurrency per key %q, and %s", conc.Template, strings.TrimPrefix(err.Error(), "concurrency key: "))
+		return nil, &run.InvalidInputError{Issues: []run.Issue{{Path: "", Message: msg}},
+			Reason: "the run input gives no concurrency key: " + msg}
+	}
+	return &g, nil
 }
 
 // normalInput is the run input: empty means null.

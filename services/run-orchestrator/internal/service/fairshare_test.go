@@ -139,3 +139,68 @@ func TestOrganizationCeiling(t *testing.T) {
 	require.EqualValues(t, fanOut, busyCalls.Load())
 	require.Less(t, atQuiet.Load(), int32(fanOut), "the quiet organization waited for the whole fan-out")
 }
+
+// TestQueuedRunSaysWhyItWaits: on a replica of one worker held by organization A's call, A's
+// second run and B's run wait in the queue. B's, tagged right after the work in hand, is next
+// in line; A's waits behind it, and each run's queue says so.
+func TestQueuedRunSaysWhyItWaits(t *testing.T) {
+	t.Parallel()
+	release := make(chan struct{})
+	var held atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/hold" {
+			held.Add(1)
+			select {
+			case <-release:
+			case <-r.Context().Done():
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"ok":true}`))
+	}))
+	t.Cleanup(srv.Close)
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	sys := startWith(t, func(c *service.Config) {
+		c.AllowPrivateNetwork = true
+		c.Workers = 1
+	})
+	call := func(path string) string {
+		return def([]string{manual, `{"block_id":"call","type":"http.request","params":{"method":"GET","url":"` + srv.URL + path + `"}}`}, edge("start", "call"))
+	}
+	a, b := sys.setup(t), sys.setup(t)
+	a.workflow(t, "wf_hold", 1, call("/hold"))
+	a.workflow(t, "wf_a", 1, call("/a"))
+	b.workflow(t, "wf_b", 1, call("/b"))
+	first := a.startRun(t, "wf_hold", nil)
+	require.Eventually(t, func() bool { return held.Load() == 1 }, 15*time.Second, 5*time.Millisecond)
+	second := a.startRun(t, "wf_a", nil)
+	other := b.startRun(t, "wf_b", nil)
+
+	queue := func(bundle *testBundle, id string) map[string]any {
+		r := bundle.do(t, "GET", "/api/runs/"+id, nil)
+		require.Equal(t, "queued", r.Body["status"], r.Raw)
+		q, ok := r.Body["queue"].(map[string]any)
+		require.True(t, ok, "a queued run says why it waits: %s", r.Raw)
+		return q
+	}
+	qb := queue(b, other)
+	require.Equal(t, "waiting_for_worker", qb["reason"])
+	require.Equal(t, "waiting for a worker: next in line", qb["message"])
+	qa := queue(a, second)
+	require.Equal(t, "waiting_for_worker", qa["reason"])
+	require.EqualValues(t, 1, qa["ahead"], qa)
+	require.Equal(t, "waiting for a worker: 1 job of other organizations queued ahead (organizations take turns)", qa["message"])
+
+	close(release)
+	released = true
+	for _, id := range []string{first, second} {
+		got := a.waitStatus(t, id, "completed")
+		require.Nil(t, got["queue"])
+	}
+	b.waitStatus(t, other, "completed")
+}

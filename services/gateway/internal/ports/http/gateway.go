@@ -41,7 +41,7 @@ type Gateway struct {
 	openAPI  http.Handler
 	// mcp serves mcpPath (mcp.go) behind the guard and the rate limit.
 	mcp http.Handler
-	// streams caps the event streams open per principal (streams.go).
+	// streams caps the event streams open per principal, user and organization (streams.go).
 	streams streams
 	// origins are the trusted origins (SVC_PUBLIC_URL's and SVC_TRUSTED_ORIGINS): a write the
 	// session cookie authenticates must come from a page of one of them (origin.go).
@@ -63,7 +63,7 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
 		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler(),
-		streams: streams{max: DefaultMaxStreams, open: map[string]int{}}, console: console.New(), origins: web.Origins{}}
+		streams: streams{limits: StreamLimitsFor(DefaultMaxStreams), open: map[string]int{}}, console: console.New(), origins: web.Origins{}}
 	g.mcp = newMCPHandler(log, g)
 	for _, r := range g.routes {
 		up, ok := upstreams[r.Peer]
@@ -138,7 +138,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.console.ServeHTTP(w, r)
 		return
 	}
-	stream := ""
+	var stream *internalauth.Identity // the identity of an event stream
 	if !isOpen(g.routes, p) {
 		id, taken, ok := g.guard(w, r)
 		if !ok {
@@ -159,7 +159,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("X-Api-Key")
 		r = r.WithContext(internalauth.WithIdentity(r.Context(), id))
 		if isEventStream(r) {
-			stream = app.BucketKey(id)
+			stream = &id
 		}
 	}
 	rt, ok := match(g.routes, p)
@@ -175,8 +175,8 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		web.WriteError(w, r, g.log, err)
 		return
 	}
-	if stream != "" {
-		g.serveStream(w, r, stream, g.proxies[rt.Peer])
+	if stream != nil {
+		g.serveStream(w, r, *stream, g.proxies[rt.Peer])
 		return
 	}
 	g.proxies[rt.Peer].ServeHTTP(w, r)

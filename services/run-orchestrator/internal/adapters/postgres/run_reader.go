@@ -4,6 +4,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -68,16 +69,74 @@ func fillRun(r *run.Record, started, finished, wakeAt *time.Time, wBlock, wKind,
 	}
 }
 
+// queueColumn is why a run is held back for a slot of its concurrency group, as run.Queued's
+// JSON (NULL when it is not): the group's in-progress count is read only for such a run.
+const queueColumn = `, CASE WHEN r.status = 'queued' AND NOT r.admitted THEN jsonb_build_object('reason', '` + run.QueueReasonConcurrency + `',
+	'key', r.concurrency_key, 'limit', r.concurrency_limit,
+	'in_progress', (SELECT count(*) FROM runs c WHERE c.organization_id = r.organization_id AND c.workflow_id = r.workflow_id
+		AND c.concurrency_key = r.concurrency_key AND c.admitted AND c.status IN ('queued', 'running', 'waiting'))) END`
+
 // Get returns the run id of org, or run.ErrNotFound.
 func (s *RunReader) Get(ctx context.Context, org, id string) (run.Record, error) {
-	r, err := scanRun(s.pool.QueryRow(ctx, `SELECT `+runColumns+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org))
+	var queue []byte
+	r, err := scanRun(withExtra{s.pool.QueryRow(ctx, `SELECT `+runColumns+queueColumn+runFrom+` WHERE r.id = $1 AND r.organization_id = $2`, id, org), &queue})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return run.Record{}, fmt.Errorf("get run %s: %w", id, run.ErrNotFound)
 	}
 	if err != nil {
 		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
 	}
+	if r.Queue, err = toQueued(queue); err != nil {
+		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
+	}
+	if r.Status == run.StatusQueued && r.Queue == nil {
+		if r.Queue, err = s.waitingForWorker(ctx, org, id); err != nil {
+			return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
+		}
+	}
 	return r, nil
+}
+
+// workerQuery finds the run's job waiting in the queue and counts the jobs River would take
+// before it (its fetch order: priority, tag, id), at most run.MaxAhead of them, and those of
+// the run's organization among them. No row: the run has no job waiting (it is being taken).
+const workerQuery = `WITH j AS (
+	SELECT priority, scheduled_at, id FROM river_job
+	WHERE kind = $1 AND args @> jsonb_build_object('run_id', $2::text) AND state = 'available' AND queue = 'default'
+	ORDER BY id LIMIT 1)
+SELECT count(a.id), count(a.id) FILTER (WHERE a.org = $3)
+FROM j LEFT JOIN LATERAL (
+	SELECT rj.id, rj.args->>'org' AS org FROM river_job rj
+	WHERE rj.state = 'available' AND rj.queue = 'default' AND rj.scheduled_at <= now()
+		AND (rj.priority, rj.scheduled_at, rj.id) < (j.priority, j.scheduled_at, j.id)
+	ORDER BY rj.priority, rj.scheduled_at, rj.id LIMIT $4) a ON true
+GROUP BY j.id`
+
+// waitingForWorker is why a queued run that holds no concurrency slot waits: its job is in
+// the queue, behind the jobs it counts (nil when it has no job waiting). Only a read of one
+// queued run pays for it.
+func (s *RunReader) waitingForWorker(ctx context.Context, org, id string) (*run.Queued, error) {
+	var ahead, own int
+	err := s.pool.QueryRow(ctx, workerQuery, run.Spec, id, org, run.MaxAhead).Scan(&ahead, &own)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("queue position: %w", err)
+	}
+	return &run.Queued{Reason: run.QueueReasonWorker, Ahead: ahead, AheadOwn: own}, nil
+}
+
+// toQueued reads a queue column (nil: not held back).
+func toQueued(raw []byte) (*run.Queued, error) {
+	if len(raw) == 0 {
+		return nil, nil
+	}
+	var q run.Queued
+	if err := json.Unmarshal(raw, &q); err != nil {
+		return nil, fmt.Errorf("queue: %w", err)
+	}
+	return &q, nil
 }
 
 // runBytes is what a run costs a page: its JSON members as the text Postgres stores, plus 512
@@ -203,7 +262,7 @@ func (s *RunReader) Snapshot(ctx context.Context, org, id string, after int64) (
 		FROM step_attempts WHERE run_id = $1 AND seq > $2 ORDER BY seq`, id, after)
 	// From the cursor's own sequence on: a status logged at the sequence of an attempt's
 	// change (a run migrated in flight) may not have been sent yet.
-	b.Queue(`SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at
+	b.Queue(`SELECT seq, status, wait_block, wait_kind, wake_at, signal_name, at, queue
 		FROM run_statuses WHERE run_id = $1 AND seq >= $2 ORDER BY seq`, id, after)
 	b.Queue(`COMMIT`)
 	br := s.pool.SendBatch(ctx, b)
@@ -293,9 +352,15 @@ func readStatuses(br pgx.BatchResults) ([]run.StatusChange, error) {
 			block, kind, signal *string
 			wake                *time.Time
 		)
-		if err := rows.Scan(&c.Seq, &c.Status, &block, &kind, &wake, &signal, &c.At); err != nil {
+		var queue []byte
+		if err := rows.Scan(&c.Seq, &c.Status, &block, &kind, &wake, &signal, &c.At, &queue); err != nil {
 			return nil, err
 		}
+		q, err := toQueued(queue)
+		if err != nil {
+			return nil, err
+		}
+		c.Queue = q
 		if block != nil && kind != nil && c.Status == run.StatusWaiting {
 			c.Waiting = &run.Waiting{BlockID: *block, Kind: *kind}
 			if wake != nil {

@@ -96,12 +96,20 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	// index entries written once.
 	status, out, fail := make([]string, n), make([]*string, n), make([]*string, n)
 	seq, rev := make([]int64, n), make([]int64, n)
+	// A run of a concurrency group is inserted with its key and limit, not admitted, and gets
+	// its job only when its group admits it (concurrency.go); other runs are admitted.
+	concKey, concLimit := make([]*string, n), make([]*int32, n)
+	limited := false
 	allEnded := true
 	for i, r := range runs {
 		rid[i], org[i], wf[i], ver[i] = r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion
 		def[i], in[i], trig[i] = string(r.Definition), string(r.Input), string(r.Trigger)
 		ids[i] = r.ID
 		status[i] = string(run.StatusQueued)
+		if g := r.Group; g != nil {
+			limit := int32(g.Limit) //nolint:gosec // at most run.MaxConcurrencyLimit
+			concKey[i], concLimit[i], limited = &g.Key, &limit, true
+		}
 		f := ended[i]
 		if f == nil || f.o.Finish == nil {
 			allEnded = false
@@ -114,13 +122,14 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	first := &pgx.Batch{}
 	first.Queue("BEGIN")
 	first.Queue(`INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger,
-			change_seq, state_rev, output, error, started_at, finished_at)
+			change_seq, state_rev, output, error, started_at, finished_at, concurrency_key, concurrency_limit, admitted)
 		SELECT id, org, wf, ver, def::jsonb, input::jsonb, st, trig::jsonb,
-			seq, rev, out::jsonb, err::jsonb, CASE WHEN st <> 'queued' THEN now() END, CASE WHEN st <> 'queued' THEN now() END
+			seq, rev, out::jsonb, err::jsonb, CASE WHEN st <> 'queued' THEN now() END, CASE WHEN st <> 'queued' THEN now() END,
+			ckey, climit, ckey IS NULL
 		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
-			$8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[])
-			AS r(id, org, wf, ver, def, input, trig, st, seq, rev, out, err)`,
-		rid, org, wf, ver, def, in, trig, status, seq, rev, out, fail)
+			$8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::int[])
+			AS r(id, org, wf, ver, def, input, trig, st, seq, rev, out, err, ckey, climit)`,
+		rid, org, wf, ver, def, in, trig, status, seq, rev, out, fail, concKey, concLimit)
 	var won []string
 	if len(keyed) > 0 {
 		queueKeys(first, runs, keys, keyed, &won)
@@ -162,6 +171,7 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 		case ids[i] != r.ID:
 		case ended[i] != nil:
 			written, ended[i] = append(written, ended[i]), nil
+		case r.Group != nil: // its group admits it, below
 		default:
 			jobs = append(jobs, NewJob{RunID: r.ID, Org: r.OrganizationID})
 		}
@@ -169,6 +179,12 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	if len(jobs) > 0 {
 		if err := s.jobs.Insert(ctx, tx, jobs, time.Time{}); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
+		}
+	}
+	var held []run.Change
+	if limited {
+		if held, err = s.dispatchGroups(ctx, tx, runs, ids); err != nil {
+			return err
 		}
 	}
 	last := &pgx.Batch{}
@@ -179,7 +195,13 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 	if err := conn.SendBatch(ctx, last).Close(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	return s.committed(conn, written)
+	if err := s.committed(conn, written); err != nil {
+		return err
+	}
+	if len(held) > 0 {
+		s.events.Publish(held)
+	}
+	return nil
 }
 
 // committed checks that the dispatch's COMMIT ended the transaction, then lets the runs ended

@@ -48,7 +48,9 @@ const insertedRev = 1
 // runAtDispatch runs nr in memory as its first job would, its blocks inline. It returns the
 // run and the outcome when that ends the run with nothing left for a job, or nil.
 func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
-	if s.eager == nil {
+	// A run of a concurrency group runs only once admitted, which its dispatch transaction
+	// decides: it never runs before it.
+	if s.eager == nil || nr.Group != nil {
 		return nil
 	}
 	var def run.Definition

@@ -37,6 +37,10 @@ type Locked struct {
 	// inserted: the row was inserted holding the outcome's status, sequence, revision and
 	// finish (a run ended at its dispatch), so the outcome's writes do not update it.
 	inserted bool
+	// group is the run's concurrency group (nil: no limit); admitted whether it holds or held
+	// a slot of it (concurrency.go).
+	group    *group
+	admitted bool
 }
 
 // lockRow receives the run's row and the block rows written since the cache's revision.
@@ -47,6 +51,9 @@ type lockRow struct {
 	org, workflowID   string
 	definition, input []byte
 	blocks            []blockRow
+	concKey           *string
+	concLimit         *int32
+	admitted          bool
 }
 
 type blockRow struct {
@@ -66,17 +73,19 @@ type blockRow struct {
 // block read sees everything committed before the lock was granted.
 func queueLock(b *pgx.Batch, runID string, jobID int64, c *Cache, dst *lockRow) {
 	if c.run != nil {
-		b.Queue(`SELECT r.status, r.change_seq, r.state_rev, (SELECT j.state::text FROM river_job j WHERE j.id = $2)
+		b.Queue(`SELECT r.status, r.change_seq, r.state_rev, (SELECT j.state::text FROM river_job j WHERE j.id = $2),
+				r.concurrency_key, r.concurrency_limit, r.admitted
 			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, runID, jobID).
 			QueryRow(func(row pgx.Row) error {
-				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.jobState)
+				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.jobState, &dst.concKey, &dst.concLimit, &dst.admitted)
 			})
 	} else {
 		b.Queue(`SELECT r.status, r.change_seq, r.state_rev, (SELECT j.state::text FROM river_job j WHERE j.id = $2),
-				r.organization_id, r.workflow_id, r.definition, r.input
+				r.organization_id, r.workflow_id, r.definition, r.input, r.concurrency_key, r.concurrency_limit, r.admitted
 			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, runID, jobID).
 			QueryRow(func(row pgx.Row) error {
-				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.jobState, &dst.org, &dst.workflowID, &dst.definition, &dst.input)
+				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.jobState, &dst.org, &dst.workflowID, &dst.definition, &dst.input,
+					&dst.concKey, &dst.concLimit, &dst.admitted)
 			})
 	}
 	b.Queue(`SELECT block_id, status, attempts, lost, job, attempt_id, in_flight, queued, retry_at, wait, output
@@ -120,6 +129,10 @@ func (row *lockRow) locked(runID string, c *Cache) *Locked {
 	}
 	c.run.Status, c.run.Seq = row.status, row.seq
 	l.run = c.run
+	l.admitted = row.admitted
+	if row.concKey != nil && row.concLimit != nil {
+		l.group = &group{org: c.run.OrganizationID, workflow: c.run.WorkflowID, key: *row.concKey, limit: int(*row.concLimit)}
+	}
 	if l.broken != nil {
 		c.reset() // a run that cannot be read is never kept
 	} else {

@@ -221,6 +221,7 @@ func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn
 	}
 	l := row.locked(runID, c)
 	writes := &pgx.Batch{}
+	var admitted []run.Change // runs of the run's concurrency group its end admitted
 	if job == nil || !l.fencedOff() {
 		tx := connTx{conn}
 		o, err = fn(ctx, tx, l)
@@ -230,6 +231,9 @@ func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn
 		}
 		if err == nil {
 			err = s.jobWrites(ctx, tx, l.run, &o)
+		}
+		if err == nil {
+			admitted, err = s.release(ctx, tx, l, &o)
 		}
 		if err != nil {
 			rollback(ctx, conn)
@@ -249,5 +253,8 @@ func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn
 		return run.Outcome{}, fmt.Errorf("write run %s: the commit left the connection in transaction state %q", runID, st)
 	}
 	s.after(runID, &o)
+	if len(admitted) > 0 {
+		s.events.Publish(admitted)
+	}
 	return o, nil
 }

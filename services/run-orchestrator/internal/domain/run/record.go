@@ -18,6 +18,9 @@ type NewRun struct {
 	Parsed  *Definition
 	Input   json.RawMessage
 	Trigger json.RawMessage
+	// Group is the run's concurrency group when its pinned definition limits concurrency
+	// (nil: no limit, and the run is dispatched as it always was).
+	Group *Group
 }
 
 // Record is a run as the runs API reads it. It is a read model: the engine alone changes runs,
@@ -34,9 +37,11 @@ type Record struct {
 	Error           json.RawMessage
 	Trigger         json.RawMessage
 	Waiting         *Waiting
-	CreatedAt       time.Time
-	StartedAt       time.Time
-	FinishedAt      time.Time
+	// Queue says why a queued run is held back (nil: it is not).
+	Queue      *Queued
+	CreatedAt  time.Time
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Waiting describes the wait a waiting run is suspended in.
@@ -94,7 +99,10 @@ type StatusChange struct {
 	Seq     int64
 	Status  Status
 	Waiting *Waiting
-	At      time.Time
+	// Queue is set on a queued status that holds the run back for a slot of its concurrency
+	// group; a queued status without it is the run's admission.
+	Queue *Queued
+	At    time.Time
 }
 
 // AttemptChange is an attempt as the event stream reads it: StartedSeq is the change

@@ -66,9 +66,17 @@ type ValidationError struct {
 }
 
 // InvalidInputError says the run input fails the trigger's input_schema.
-type InvalidInputError struct{ Issues []Issue }
+// Reason, when set, says what else the input fails (a concurrency key that cannot be
+// evaluated over it).
+type InvalidInputError struct {
+	Issues []Issue
+	Reason string
+}
 
 func (e *InvalidInputError) Error() string {
+	if e.Reason != "" {
+		return e.Reason
+	}
 	return "run input does not match the trigger's input_schema"
 }
 

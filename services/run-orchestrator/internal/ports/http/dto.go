@@ -29,6 +29,33 @@ type waitingResponse struct {
 	Signal  string     `json:"signal,omitempty"`
 }
 
+// queueResponse says why a queued run waits: for a slot of its workflow's concurrency group,
+// or for a worker (its job is in the queue).
+type queueResponse struct {
+	Reason  string `json:"reason"`
+	Message string `json:"message"`
+	// For concurrency_limit: the group's key, its limit and the runs of it in progress.
+	Key        *string `json:"key,omitempty"`
+	Limit      *int    `json:"limit,omitempty"`
+	InProgress *int    `json:"in_progress,omitempty"`
+	// For waiting_for_worker: the jobs queued ahead of the run's, and its organization's of them.
+	Ahead    *int `json:"ahead,omitempty"`
+	AheadOwn *int `json:"ahead_own,omitempty"`
+}
+
+func toQueueResponse(q *run.Queued) *queueResponse {
+	if q == nil {
+		return nil
+	}
+	out := &queueResponse{Reason: q.Reason, Message: q.Message()}
+	if q.Reason == run.QueueReasonWorker {
+		out.Ahead, out.AheadOwn = &q.Ahead, &q.AheadOwn
+	} else {
+		out.Key, out.Limit, out.InProgress = &q.Key, &q.Limit, &q.InProgress
+	}
+	return out
+}
+
 type workflowResponse struct {
 	ID         string          `json:"id"`
 	Version    int64           `json:"version"`
@@ -46,6 +73,7 @@ type runResponse struct {
 	Error           json.RawMessage   `json:"error"`
 	Trigger         json.RawMessage   `json:"trigger"`
 	Waiting         *waitingResponse  `json:"waiting"`
+	Queue           *queueResponse    `json:"queue"`
 	CreatedAt       wire.Time         `json:"createdAt"`
 	StartedAt       wire.Time         `json:"startedAt"`
 	FinishedAt      wire.Time         `json:"finishedAt"`
@@ -73,6 +101,7 @@ func toRunResponse(r run.Record, withWorkflow bool) runResponse {
 		}
 		out.Waiting = w
 	}
+	out.Queue = toQueueResponse(r.Queue)
 	if withWorkflow {
 		out.Workflow = &workflowResponse{ID: r.WorkflowID, Version: r.WorkflowVersion, Definition: orNull(r.Definition)}
 	}

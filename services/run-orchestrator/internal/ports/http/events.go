@@ -43,6 +43,7 @@ type eventData struct {
 	WorkflowID string           `json:"workflowId,omitempty"`
 	Status     string           `json:"status,omitempty"`
 	Waiting    *waitingResponse `json:"waiting,omitempty"`
+	Queue      *queueResponse   `json:"queue,omitempty"`
 	Error      json.RawMessage  `json:"error,omitempty"`
 	At         *wire.Time       `json:"at,omitempty"`
 	// attempt events
@@ -88,7 +89,7 @@ func toEventData(e app.Event) eventData {
 // toStatusData is a run.status event's JSON.
 func toStatusData(r run.Record, seq int64) eventData {
 	d := eventData{RunID: r.ID, Seq: seq, WorkflowID: r.WorkflowID, Status: string(r.Status), Error: r.Error,
-		Waiting: toRunResponse(r, false).Waiting, At: stamp(r.FinishedAt)}
+		Waiting: toRunResponse(r, false).Waiting, Queue: toQueueResponse(r.Queue), At: stamp(r.FinishedAt)}
 	return d
 }
 

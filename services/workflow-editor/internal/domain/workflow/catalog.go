@@ -51,6 +51,8 @@ type Connector struct {
 	aliases map[string]string
 	// output is what is known of the fields of the output (nil: nothing).
 	output *shape
+	// scoped are the positions whose templates may use only some roots (scope.go).
+	scoped []scopedParam
 }
 
 type paramInfo struct {
@@ -91,6 +93,7 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 		}
 	}
 	conn.output = shapeOfSchema(output)
+	conn.scoped = scopedParams(schema, nil)
 	if props, ok := schema["properties"].(map[string]any); ok {
 		for name, raw := range props {
 			p, _ := raw.(map[string]any)
@@ -281,6 +284,9 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 		return append(out, &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number", detail: detail})
 	}
 	if v := k.checkExpressions(renamed, checked); v != nil {
+		return append(out, v)
+	}
+	if v := c.checkTemplateScopes(k, renamed, checked); v != nil {
 		return append(out, v)
 	}
 	if v := k.checkExactlyOne(renamed, checked, before); v != nil {
