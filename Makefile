@@ -47,6 +47,10 @@ fuzz/native: ## every Go native fuzz target (parsers of untrusted input), SVC_FU
 chaos: ## chaos suite, full length (SVC_CHAOS_DURATION, default 10m); a 60-90 s run is part of make test
 	SVC_CHAOS_DURATION=$${SVC_CHAOS_DURATION:-10m} $(GOTESTSUM) -- -count=1 -timeout 90m -v -run 'TestChaos' svc.dev/e2e/chaos
 
+.PHONY: isolation
+isolation: ## noisy-neighbour run, full length (SVC_ISOLATION_DURATION, default 5m); a ~90 s run is part of make test
+	SVC_ISOLATION_DURATION=$${SVC_ISOLATION_DURATION:-5m} $(GOTESTSUM) -- -count=1 -timeout 60m -v -run 'TestIsolation' svc.dev/e2e/chaos
+
 .PHONY: soak
 soak: ## soak: steady mixed load, resource growth sampled every 30 s (SVC_SOAK_DURATION, default 30m)
 	SVC_SOAK_DURATION=$${SVC_SOAK_DURATION:-30m} $(GOTESTSUM) -- -count=1 -timeout 120m -v -run 'TestSoak' svc.dev/e2e/chaos
