@@ -49,7 +49,7 @@ type Config struct {
 	AllowPrivateNetwork bool
 	Workers             int
 	// OrgCeiling is how many of a replica's workers one organization's runs may hold
-	// (SVC_ORCHESTRATOR_ORG_MAX_IN_FLIGHT; 0, the default: nine in ten of Workers).
+	// (SVC_ORCHESTRATOR_ORG_MAX_IN_FLIGHT; 0, the default: all but one in twenty of Workers, at least one spare).
 	OrgCeiling int
 	// Heartbeat is how often the replica refreshes its heartbeat (SVC_ORCHESTRATOR_HEARTBEAT,
 	// 1s); DeadAfter how old a heartbeat makes a replica dead (SVC_ORCHESTRATOR_DEAD_AFTER,

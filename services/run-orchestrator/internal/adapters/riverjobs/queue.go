@@ -38,8 +38,8 @@ type Config struct {
 	Replica string
 	// Workers is how many runs this replica drives at once (default 100).
 	Workers int
-	// OrgCeiling is how many of them may drive one organization's runs (0: nine in ten of
-	// Workers, at least one; the rest stay free for other organizations).
+	// OrgCeiling is how many of them may drive one organization's runs (0: all but one in
+	// twenty of Workers, at least one spare; the rest stay free for other organizations).
 	OrgCeiling int
 	// Tracer and Propagator trace the runs' steps (nil: not traced).
 	Tracer     trace.TracerProvider
@@ -145,12 +145,17 @@ func New(ctx context.Context, pool *pgxpool.Pool, cfg Config, catalog []connecto
 }
 
 // OrgCeiling is the ceiling on one organization's workers of a replica of workers: ceiling
-// when it is set, else nine in ten of the workers, at least one.
+// when it is set, else all but one in twenty of them (at least one spare when there are two
+// or more): an organization alone keeps 95 % of the workers, and a step that takes minutes
+// cannot take the last ones from everyone else.
 func OrgCeiling(workers, ceiling int) int {
 	if ceiling > 0 {
 		return min(ceiling, workers)
 	}
-	return max(1, workers-workers/10)
+	if workers < 2 {
+		return workers
+	}
+	return workers - max(1, workers/20)
 }
 
 func migrate(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) error {

@@ -26,10 +26,13 @@ const headEvery = 10 * time.Millisecond
 // headSize is how many jobs from the head of the queue are read.
 const headSize = 32
 
-// queued is a job at the head of the queue: its organization and its tag.
+// queued is a job at the head of the queue: its organization and its tag; tagged says the tag
+// is the fair share clock's (not the wall-clock time of a retry, a job due at a time of its
+// own, or a job given back by the ceiling).
 type queued struct {
-	org string
-	tag time.Time
+	org    string
+	tag    time.Time
+	tagged bool
 }
 
 // turns decides whether a worker goes on with its run or yields.
@@ -67,7 +70,8 @@ func (t *turns) yield(ctx context.Context, org string) bool {
 // othersQueued reports whether a job of an organization other than org is at the head of the
 // queue.
 func (t *turns) othersQueued(ctx context.Context, org string) bool {
-	for _, j := range t.queueHead(ctx, time.Now()) {
+	h := t.queueHead(ctx, time.Now())
+	for _, j := range h {
 		if j.org != org {
 			return true
 		}
@@ -89,6 +93,15 @@ func (t *turns) queueHead(ctx context.Context, now time.Time) []queued {
 	t.mu.Unlock()
 
 	head, err := t.read(ctx)
+	if err == nil {
+		// The clock's virtual time is the first tagged job's tag: where the queue stands.
+		for _, j := range head {
+			if j.tagged {
+				t.clock.Head(j.tag)
+				break
+			}
+		}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.reading = false
@@ -103,7 +116,8 @@ func (t *turns) read(ctx context.Context) ([]queued, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	// River's fetch order, on the index its fetch uses.
-	rows, err := t.pool.Query(ctx, `SELECT coalesce(args->>'org', ''), scheduled_at FROM river_job
+	rows, err := t.pool.Query(ctx, `SELECT coalesce(args->>'org', ''), scheduled_at,
+			attempt = 0 AND NOT args ? 'due' AND NOT metadata ? 'snoozes' FROM river_job
 		WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now()
 		ORDER BY priority, scheduled_at, id LIMIT $1`, headSize)
 	if err != nil {
@@ -111,7 +125,7 @@ func (t *turns) read(ctx context.Context) ([]queued, error) {
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queued, error) {
 		var q queued
-		err := row.Scan(&q.org, &q.tag)
+		err := row.Scan(&q.org, &q.tag, &q.tagged)
 		return q, err
 	})
 }

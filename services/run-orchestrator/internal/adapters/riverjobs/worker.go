@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/rivertype"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -40,9 +41,12 @@ func (w *worker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
 // like any other, and when the last of the job's tries fails too, the run is failed with the
 // error recorded (FailJob) rather than left waiting for a job River has discarded.
 func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
-	if rj.Attempt == 1 && !rj.Args.Due {
-		// A tagged job on its first try: its tag is where the queue's head is (a later try,
-		// like a job due at a time of its own, has a wall-clock time there instead).
+	if rj.Attempt == 1 && !rj.Args.Due && !snoozed(rj.JobRow) {
+		// A tagged job on its first try tells the clock where the queue stands until the
+		// queue's head is read. A later try, a job given back by the ceiling (River's snooze
+		// sets its attempt back and its scheduled_at to the wall clock) and a job due at a time
+		// of its own have a wall-clock time there instead: taken for the head, it would put
+		// every organization's next job behind the whole queue.
 		w.q.fair.Took(rj.ScheduledAt)
 	}
 	org := rj.Args.Org
@@ -62,6 +66,14 @@ func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
 		return errors.Join(err, ferr)
 	}
 	return nil
+}
+
+// snoozed reports whether River has snoozed the job: it counts snoozes in the job's metadata.
+func snoozed(j *rivertype.JobRow) bool {
+	var m struct {
+		Snoozes int `json:"snoozes"`
+	}
+	return len(j.Metadata) > 2 && json.Unmarshal(j.Metadata, &m) == nil && m.Snoozes > 0
 }
 
 // NextRetry spaces a failing job's tries 1 s, 2 s, 4 s ... up to a minute apart (River's

@@ -5,16 +5,22 @@
 // Every job that continues a run gets a tag, and the queue serves jobs in tag order (the engine
 // writes the tag as River's scheduled_at, which River's fetch orders by). An organization's
 // jobs get tags one stride apart, after its own last tag, or, when it has nothing queued, from
-// the virtual time: the tag of the latest job a worker took, where the head of the queue is. So
+// the virtual time: the tag at the head of the queue, the next job a worker will take. So
 //   - an organization with nothing queued is served next, right after the work in hand,
-//     however long another organization's queue;
+//     however long another organization's queue (its job is tagged just before the head);
 //   - organizations that all have queued work take turns, one job each;
 //   - one organization alone is served as before, by every worker: tags only order the work,
 //     they never hold it back.
 //
 // Tags live in a band below the present. The virtual time starts a window (an hour) before the
-// replica starts and moves on a stride per job taken, far slower than the clock, and no tag is
-// ever later than now (a tag in the future would make River hold the job back).
+// replica starts and follows the head of the queue, which moves on a stride per job taken, far
+// slower than the clock, and no tag is ever later than now (a tag in the future would make
+// River hold the job back).
+//
+// Why the head and not the latest job taken: tags are handed out before the jobs commit, and
+// transactions commit in any order, so a worker may take a job whose tag is later than those of
+// jobs about to commit. Taken for where the queue stands, such a tag would put the next
+// organization's job behind all of those.
 package fairshare
 
 import (
@@ -36,10 +42,11 @@ type Clock struct {
 	stride, window time.Duration
 
 	mu sync.Mutex
-	// virtual is the tag of the latest job taken (zero before the first: a window before now).
+	// virtual is the tag at the head of the queue, as last seen (zero before any: a window
+	// before now).
 	virtual time.Time
-	// took says a job has been taken: virtual comes from the queue, not from the guess.
-	took bool
+	// seen says the queue has been seen: virtual comes from it, not from the guess.
+	seen bool
 	// last is each organization's latest tag. An entry at or before the virtual time means the
 	// same as none, and is dropped when the map is swept.
 	last map[string]time.Time
@@ -98,8 +105,8 @@ func (c *Clock) Charge(org string, now time.Time) {
 }
 
 // next is where org's next tag would start. An organization with work queued goes on a
-// stride after its last tag; one without starts at the virtual time itself, before every job
-// queued after the one in hand.
+// stride after its last tag; one without starts a stride before the head of the queue, so its
+// job is the next one taken.
 func (c *Clock) next(org string, now time.Time) time.Time {
 	if c.virtual.IsZero() {
 		c.virtual = now.Add(-c.window)
@@ -107,18 +114,26 @@ func (c *Clock) next(org string, now time.Time) time.Time {
 	if last, ok := c.last[org]; ok && !last.Before(c.virtual) {
 		return last.Add(c.stride)
 	}
-	return c.virtual
+	return c.virtual.Add(-c.stride)
 }
 
-// Took moves the virtual time to tag, the tag of a job a worker has just taken. Workers take
-// jobs concurrently and the head of the queue only moves on, so a tag before the virtual time
-// changes nothing, except for the first job this replica takes: its guess of where the queue
-// stood (a window before it started) gives way to what the shared queue says.
+// Head sets the virtual time to tag, the tag of the first job waiting in the queue (the queue
+// read again: it may stand before the last head seen, when a transaction committed jobs with
+// earlier tags late).
+func (c *Clock) Head(tag time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.virtual, c.seen = tag, true
+}
+
+// Took tells the clock a worker took a job tagged tag. Only the first one matters: until the
+// queue's head has been read, it replaces the replica's guess of where the queue stands (a
+// window before the replica started) with what the shared queue says.
 func (c *Clock) Took(tag time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if !c.took || tag.After(c.virtual) {
-		c.virtual, c.took = tag, true
+	if !c.seen {
+		c.virtual, c.seen = tag, true
 	}
 }
 

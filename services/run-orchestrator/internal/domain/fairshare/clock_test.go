@@ -46,6 +46,9 @@ func (q *queue) take() job {
 	j := q.jobs[0]
 	q.jobs = q.jobs[1:]
 	q.clock.Took(j.tag)
+	if len(q.jobs) > 0 {
+		q.clock.Head(q.jobs[0].tag) // a worker's read of the head, as between two steps
+	}
 	return j
 }
 
