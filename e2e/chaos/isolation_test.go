@@ -646,6 +646,7 @@ func percentile(d []time.Duration, q float64) time.Duration {
 func (iso *isolation) judge(phases []*isoPhase) *verdict {
 	v := &verdict{}
 	cLat := v.check("B's p99 start → completed within max(2× alone, alone + 100 ms)")
+	cLat.timing = true
 	cB := v.check("B's runs completed, each seen on B's stream")
 	cRestart := v.check("no process exited")
 	c5xx := v.check("no 5xx, every request answered")
@@ -849,7 +850,12 @@ func (iso *isolation) markdown(title string, v *verdict) string {
 	fmt.Fprintf(&b, "### %s\n\n| invariant | checked | violations | result |\n|---|---:|---:|---|\n", title)
 	for _, c := range v.checks {
 		res, n := "pass", len(c.violations)+c.bad
-		if n > 0 {
+		switch {
+		case c.timing && n > 0:
+			res = "**missed** (a timing: reported, not failed)"
+		case c.timing:
+			res = "met"
+		case n > 0:
 			res = "**FAIL**"
 		}
 		fmt.Fprintf(&b, "| %s | %d | %d | %s |\n", c.name, c.checked, n, res)

@@ -24,6 +24,9 @@ type check struct {
 	checked    int
 	violations []string
 	bad        int // violations when one line stands for several (grouped 5xx)
+	// timing marks a bound on measured time: reported (met or missed) with the figures, never
+	// failing the run, since these machines drift too much for a timed assertion to be fair.
+	timing bool
 }
 
 // verdict is everything the suite found, for the table.
@@ -602,6 +605,12 @@ func (v *verdict) publish(t *testing.T, md, reportVar string) {
 		}
 	}
 	for _, c := range v.checks {
+		if c.timing {
+			for _, viol := range c.violations {
+				t.Logf("%s (a timing, reported, not failed): %s", c.name, viol)
+			}
+			continue
+		}
 		for i, viol := range c.violations {
 			if i == 20 {
 				t.Errorf("%s: ... and %d more", c.name, len(c.violations)-20)
