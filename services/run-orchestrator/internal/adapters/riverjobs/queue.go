@@ -213,7 +213,9 @@ func (q *Queue) Stop(ctx context.Context) error {
 	if !first {
 		return nil
 	}
-	return q.client.Stop(ctx)
+	err := q.client.Stop(ctx)
+	q.turns.close()
+	return err
 }
 
 // Stopping is closed when Stop begins: from then on runs are handed back between steps.

@@ -44,6 +44,10 @@ type turns struct {
 	readAt  time.Time
 	head    []queued
 	reading bool
+	// conn is the read's own connection (only the reader touches it, one at a time, or close
+	// when no read runs).
+	conn   *pgxpool.Conn
+	closed bool
 }
 
 // yield reports whether the worker driving a run of org should hand it back rather than go on:
@@ -84,7 +88,7 @@ func (t *turns) othersQueued(ctx context.Context, org string) bool {
 // matter of fairness, never of correctness.
 func (t *turns) queueHead(ctx context.Context, now time.Time) []queued {
 	t.mu.Lock()
-	if now.Sub(t.readAt) < headEvery || t.reading {
+	if now.Sub(t.readAt) < headEvery || t.reading || t.closed {
 		head := t.head
 		t.mu.Unlock()
 		return head
@@ -106,26 +110,62 @@ func (t *turns) queueHead(ctx context.Context, now time.Time) []queued {
 	defer t.mu.Unlock()
 	t.reading = false
 	t.readAt = now
+	if t.closed && t.conn != nil {
+		t.conn.Release() // closed while reading
+		t.conn = nil
+	}
 	if err == nil {
 		t.head = head
 	}
 	return t.head
 }
 
+// read reads the head of the queue on a connection of its own, held from the first read on:
+// when the pool is busiest (a flood, streams reading on every change) is when the turns matter
+// most, and a read waiting for a pooled connection would leave every worker with an old head
+// for as long. Only one read runs at a time (queueHead), so one connection does. A failed read
+// gives its connection up; the next read takes another.
 func (t *turns) read(ctx context.Context) ([]queued, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
+	if t.conn == nil {
+		c, err := t.pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		t.conn = c
+	}
 	// River's fetch order, on the index its fetch uses.
-	rows, err := t.pool.Query(ctx, `SELECT coalesce(args->>'org', ''), scheduled_at,
+	rows, err := t.conn.Query(ctx, `SELECT coalesce(args->>'org', ''), scheduled_at,
 			attempt = 0 AND NOT args ? 'due' AND NOT metadata ? 'snoozes' FROM river_job
 		WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now()
 		ORDER BY priority, scheduled_at, id LIMIT $1`, headSize)
+	var head []queued
+	if err == nil {
+		head, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (queued, error) {
+			var q queued
+			err := row.Scan(&q.org, &q.tag, &q.tagged)
+			return q, err
+		})
+	}
 	if err != nil {
+		// The connection may be broken: closed, the pool drops it when it comes back.
+		_ = t.conn.Conn().Close(context.WithoutCancel(ctx))
+		t.conn.Release()
+		t.conn = nil
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queued, error) {
-		var q queued
-		err := row.Scan(&q.org, &q.tag, &q.tagged)
-		return q, err
-	})
+	return head, nil
+}
+
+// close gives the read's connection back, now or when a read in progress ends, and reads no
+// more (the queue is stopping; the pool's Close waits for every connection).
+func (t *turns) close() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.closed = true
+	if t.conn != nil && !t.reading {
+		t.conn.Release()
+		t.conn = nil
+	}
 }
