@@ -8,6 +8,7 @@ package app
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"svc.dev/services/run-orchestrator/internal/domain/run"
@@ -44,14 +45,17 @@ type OrgStatusReader interface {
 
 // OrgStatuses are the organization stream's catch-up reads (a store that cannot be reached is
 // an *UnavailableError).
-type OrgStatuses struct{ reader OrgStatusReader }
+type OrgStatuses struct {
+	reader OrgStatusReader
+	shared *sharedReads
+}
 
 // NewOrgStatuses returns the catch-up reads over reader.
 func NewOrgStatuses(reader OrgStatusReader) OrgStatuses {
 	if reader == nil {
 		panic("nil reader")
 	}
-	return OrgStatuses{reader: reader}
+	return OrgStatuses{reader: reader, shared: &sharedReads{m: map[string]*sharedRead{}}}
 }
 
 // Horizon is where a stream opened now starts catching up.
@@ -66,10 +70,65 @@ func (o OrgStatuses) After(ctx context.Context, org, workflowID string, after St
 	return page, h, storeError(err)
 }
 
-// Run reads the run id of org as StatusesAfter does, for a notification naming it.
-func (o OrgStatuses) Run(ctx context.Context, org, id string) (run.Record, error) {
-	r, err := o.reader.Status(ctx, org, id)
+// Run reads the run id of org as StatusesAfter does, for a notification naming it that the
+// caller received at notified. Every open stream of the organization on this replica is woken
+// by the same notification: they share one read that began after it (sharedReads), so an
+// organization's streams cost one read a change, not one each (twenty streams on a flood's
+// runs made thousands of reads a second and held other organizations' work back).
+func (o OrgStatuses) Run(ctx context.Context, org, id string, notified time.Time) (run.Record, error) {
+	if o.shared == nil {
+		r, err := o.reader.Status(ctx, org, id)
+		return r, storeError(err)
+	}
+	r, err := o.shared.read(ctx, org+"\x00"+id, notified, func(ctx context.Context) (run.Record, error) {
+		return o.reader.Status(ctx, org, id)
+	})
 	return r, storeError(err)
+}
+
+// sharedReads runs one read of a run's status for every caller notified before it began:
+// a read begun before a caller's notification may predate the change it was told of, so that
+// caller starts a read of its own (which later callers then share).
+type sharedReads struct {
+	mu sync.Mutex
+	m  map[string]*sharedRead
+}
+
+type sharedRead struct {
+	began time.Time
+	done  chan struct{}
+	rec   run.Record
+	err   error
+}
+
+// sharedReadTimeout bounds a shared read, which no single caller's context may cut short.
+const sharedReadTimeout = 5 * time.Second
+
+func (s *sharedReads) read(ctx context.Context, key string, notified time.Time, readFunc func(context.Context) (run.Record, error)) (run.Record, error) {
+	s.mu.Lock()
+	if f, ok := s.m[key]; ok && !f.began.Before(notified) {
+		s.mu.Unlock()
+		select {
+		case <-f.done:
+			return f.rec, f.err
+		case <-ctx.Done():
+			return run.Record{}, ctx.Err()
+		}
+	}
+	f := &sharedRead{began: time.Now(), done: make(chan struct{})}
+	s.m[key] = f
+	s.mu.Unlock()
+
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), sharedReadTimeout)
+	f.rec, f.err = readFunc(rctx)
+	cancel()
+	close(f.done)
+	s.mu.Lock()
+	if s.m[key] == f {
+		delete(s.m, key)
+	}
+	s.mu.Unlock()
+	return f.rec, f.err
 }
 
 // CatchUp is where the organization stream's reading stands. A pass reads every status change

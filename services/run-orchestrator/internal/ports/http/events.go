@@ -285,6 +285,7 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				return nil
 			}
 		case id := <-changed:
+			notified := time.Now()
 			if id == "" { // a catch-up was asked for: read as the re-check does
 				if !catchUp() {
 					return nil
@@ -292,7 +293,7 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			// Its status only: a notified run is read without its input and output.
-			rec, err := s.h.OrgStatuses.Run(r.Context(), o, id)
+			rec, err := s.h.OrgStatuses.Run(r.Context(), o, id, notified)
 			if err != nil {
 				if errors.Is(err, run.ErrNotFound) || errors.Is(err, context.Canceled) {
 					continue
