@@ -84,10 +84,3 @@ func (c *ceiling) release(org string) {
 	close(c.freed)
 	c.freed = make(chan struct{})
 }
-
-// inFlight is org's workers in flight (tests).
-func (c *ceiling) inFlight(org string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.held[org]
-}
