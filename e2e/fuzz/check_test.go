@@ -31,6 +31,7 @@ var serviceCodes = map[string]int{ //nolint:gochecknoglobals // the test's error
 	"workflow_name_taken":    409,
 	"run_finished":           409,
 	"payload_too_large":      413,
+	"invalid_origin":         403,
 }
 
 // authCodes is the same for the auth layer's {code, message} errors (contract §1 and the
@@ -60,10 +61,13 @@ var authCodes = map[string][]int{ //nolint:gochecknoglobals // the test's error 
 	"USER_IS_ALREADY_INVITED_TO_THIS_ORGANIZATION":        {400},
 	"YOU_ARE_NOT_THE_RECIPIENT_OF_THE_INVITATION":         {403},
 	"PAYLOAD_TOO_LARGE":                                   {413},
+	// Tenant ceilings (issue 21): the fuzzer creates organizations and keys many times over.
+	"YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_ORGANIZATIONS": {403},
+	"YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_API_KEYS":      {403},
 }
 
 // guardedCodes can answer any guarded route: the guard, the rate limit, the body limit.
-var guardedCodes = []string{"unauthorized", "no_active_organization", "rate_limited", "payload_too_large"} //nolint:gochecknoglobals // error table
+var guardedCodes = []string{"unauthorized", "no_active_organization", "rate_limited", "payload_too_large", "invalid_origin"} //nolint:gochecknoglobals // error table
 
 // routeCodes are the codes each operation may answer besides guardedCodes (contract §2-§5 and
 // the operation's responses in the document).
@@ -184,7 +188,9 @@ func (f *fuzzer) checkResponse(req *request, res *result) []failure {
 	guarded := clean != "/health" && clean != "/api/openapi.json" && clean != "/api/bootstrap" && !authPath && !strings.HasPrefix(clean, "/api/webhooks/")
 	// A 413 is answered before the guard (README, "How a request flows", step 1: a declared
 	// Content-Length or headers past their limit), so no bucket was consulted.
-	if guarded && res.Status != http.StatusUnauthorized && res.Status != http.StatusRequestEntityTooLarge && res.Status < 500 {
+	// invalid_origin is the guard's too: the cookie was not used, so no principal's bucket was.
+	if guarded && res.Status != http.StatusUnauthorized && res.Status != http.StatusRequestEntityTooLarge && res.Status < 500 &&
+		!(res.Status == http.StatusForbidden && strings.Contains(string(res.Body), `"invalid_origin"`)) {
 		var missing []string
 		for _, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
 			if _, err := strconv.Atoi(res.Header.Get(h)); err != nil {

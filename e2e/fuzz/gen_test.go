@@ -207,7 +207,10 @@ func (f *fuzzer) credStyle(r *rand.Rand, h http.Header) {
 	case 1:
 		h.Set("Authorization", "Bearer "+x.signed)
 	case 2:
+		// The console's cookie, sent as a browser sends it from a page of the trusted origin
+		// (a write authenticated by the cookie needs that Origin).
 		h.Set("Cookie", "svc.session_token="+url.QueryEscape(x.signed))
+		h.Set("Origin", testOrigin)
 	case 3:
 		h.Set("X-Api-Key", x.key)
 	default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -126,10 +127,12 @@ func mutations() []mutation {
 				req.Header.Set("Authorization", "Bearer "+strings.Repeat("A", 16<<10))
 			case 6:
 				req.Header.Set("Cookie", "svc.session_token="+alnum(r, 32, letters)+".c2lnbmF0dXJl")
+				req.Header.Set("Origin", testOrigin) // from the trusted page: judged as a credential
 			case 7:
 				tampered := []byte(x.signed)
 				tampered[len(tampered)-3] ^= 1
 				req.Header.Set("Cookie", "svc.session_token="+string(tampered))
+				req.Header.Set("Origin", testOrigin)
 			case 8:
 				req.Header.Set("X-Api-Key", "svc_")
 			case 9:
@@ -160,6 +163,24 @@ func mutations() []mutation {
 			if req.Expect == nil {
 				req.Expect = expect(403, "untrusted Origin", "INVALID_ORIGIN")
 			}
+		}},
+		// --- cross-site writes with the session cookie (issue 21) ---------------------------
+		{name: "cookie-cross-site", reject: true, applies: func(op *operation) bool { return guarded(op) && op.mutating() }, apply: func(f *fuzzer, r *rand.Rand, req *request) {
+			stripCreds(req.Header)
+			req.Header.Set("Cookie", "svc.session_token="+url.QueryEscape(f.fx.signed))
+			switch r.IntN(4) {
+			case 0:
+				req.Header.Set("Origin", "http://evil.example")
+			case 1:
+				req.Header.Set("Origin", testOrigin+".evil.example")
+			case 2:
+				req.Header.Del("Origin")
+				req.Header.Set("Sec-Fetch-Site", "cross-site")
+			default:
+				req.Header.Del("Origin")
+				req.Header.Set("Sec-Fetch-Site", "same-site")
+			}
+			req.Expect = expect(403, "a write authenticated by the cookie from an untrusted page", "invalid_origin")
 		}},
 		// --- webhook signatures ------------------------------------------------------------
 		{name: "webhook-signature", reject: true, applies: isWebhook, apply: func(f *fuzzer, r *rand.Rand, req *request) {
