@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strings"
 
+	"svc.dev/libs/web"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/command"
 )
@@ -80,7 +81,7 @@ func (s *Server) trustedRedirect(v string) bool {
 		_, err := url.Parse(v)
 		return err == nil
 	}
-	n, ok := normalizeOrigin(v)
+	n, ok := web.NormalizeOrigin(v)
 	return ok && s.origins[n]
 }
 

@@ -7,10 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"net/url"
 	"strings"
 	"time"
 
+	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/domain/credential"
@@ -129,48 +129,15 @@ func (s *Server) clientIP(r *http.Request) string {
 	return host
 }
 
-// Origins is the set of trusted origins.
-type Origins map[string]bool
+// Origins is the set of trusted origins (libs/web's, which the gateway's check of
+// cookie-authenticated writes uses too).
+type Origins web.Origins
 
 // NewOrigins normalises each origin (scheme://host[:port], default ports dropped); entries
 // that are not absolute http(s) URLs are an error naming them.
 func NewOrigins(raw ...string) (Origins, error) {
-	o := Origins{}
-	var bad []string
-	for _, r := range raw {
-		r = strings.TrimSpace(r)
-		if r == "" {
-			continue
-		}
-		n, ok := normalizeOrigin(r)
-		if !ok {
-			bad = append(bad, r)
-			continue
-		}
-		o[n] = true
-	}
-	if len(bad) > 0 {
-		return nil, errors.New("not an http(s) origin: " + strings.Join(bad, ", "))
-	}
-	return o, nil
-}
-
-func normalizeOrigin(raw string) (string, bool) {
-	u, err := url.Parse(raw)
-	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil {
-		return "", false
-	}
-	host, port := strings.ToLower(u.Hostname()), u.Port()
-	if (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
-		port = ""
-	}
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if port != "" {
-		host += ":" + port
-	}
-	return u.Scheme + "://" + host, true
+	o, err := web.NewOrigins(raw...)
+	return Origins(o), err
 }
 
 // check applies contract §1's Origin rule to a mutating request: the Origin header (or, when
@@ -184,7 +151,7 @@ func (o Origins) check(r *http.Request) error {
 	if v == "" || v == "null" {
 		return &originError{missing: true}
 	}
-	n, ok := normalizeOrigin(v)
+	n, ok := web.NormalizeOrigin(v)
 	if !ok || !o[n] {
 		return &originError{}
 	}
