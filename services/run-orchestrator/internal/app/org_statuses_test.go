@@ -5,6 +5,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
@@ -57,47 +58,49 @@ func TestCatchUpWatermark(t *testing.T) {
 // gatedReader is an OrgStatusReader whose Status reads count and wait for the gate.
 type gatedReader struct {
 	app.OrgStatusReader
-	reads   atomic.Int32
-	gate    chan struct{}
-	started chan struct{}
+	reads atomic.Int32
+	gate  chan struct{}
 }
 
 func (g *gatedReader) Status(_ context.Context, _, id string) (run.Record, error) {
 	g.reads.Add(1)
-	g.started <- struct{}{}
 	<-g.gate
 	return run.Record{ID: id, Status: run.StatusRunning}, nil
 }
 
 // TestStreamsShareAStatusRead: the streams of an organization woken by one notification share
 // one read of the run, begun after it; a stream notified after that read began reads again
-// (the read it would join may predate its change).
+// (the read it would join may predate its change). In a synctest bubble, so "every stream is
+// waiting" is a fact the test waits for, not a guess.
 func TestStreamsShareAStatusRead(t *testing.T) {
 	t.Parallel()
-	g := &gatedReader{gate: make(chan struct{}), started: make(chan struct{}, 8)}
-	o := app.NewOrgStatuses(g)
-	notified := time.Now()
+	synctest.Test(t, func(t *testing.T) {
+		g := &gatedReader{gate: make(chan struct{})}
+		o := app.NewOrgStatuses(g)
+		var wg sync.WaitGroup
+		read := func(notified time.Time) {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				rec, err := o.Run(context.Background(), "org_a", "run_1", notified)
+				require.NoError(t, err)
+				require.Equal(t, "run_1", rec.ID)
+			}()
+		}
+		notified := time.Now()
+		for range 20 {
+			read(notified)
+		}
+		synctest.Wait() // one stream reads, nineteen wait for its read
+		require.EqualValues(t, 1, g.reads.Load(), "twenty streams woken by one change read the run once")
 
-	var wg sync.WaitGroup
-	read := func(at time.Time) {
-		defer wg.Done()
-		rec, err := o.Run(t.Context(), "org_a", "run_1", at)
-		require.NoError(t, err)
-		require.Equal(t, "run_1", rec.ID)
-	}
-	wg.Add(1)
-	go read(notified)
-	<-g.started // the first stream's read is under way
-	for range 19 {
-		wg.Add(1)
-		go read(notified)
-	}
-	// A stream told of a later change does not take the read begun before it.
-	wg.Add(1)
-	go read(time.Now().Add(time.Millisecond))
-	<-g.started
-	require.Eventually(t, func() bool { return g.reads.Load() == 2 }, time.Second, time.Millisecond)
-	close(g.gate)
-	wg.Wait()
-	require.EqualValues(t, 2, g.reads.Load(), "twenty streams woken by one change read the run once; the later change once more")
+		time.Sleep(time.Millisecond)
+		read(time.Now()) // told of a later change: the read under way may predate it
+		synctest.Wait()
+		require.EqualValues(t, 2, g.reads.Load(), "a stream notified after the read began reads again")
+
+		close(g.gate)
+		wg.Wait()
+		require.EqualValues(t, 2, g.reads.Load())
+	})
 }
