@@ -189,8 +189,8 @@ func (f *fuzzer) checkResponse(req *request, res *result) []failure {
 	// A 413 is answered before the guard (README, "How a request flows", step 1: a declared
 	// Content-Length or headers past their limit), so no bucket was consulted.
 	// invalid_origin is the guard's too: the cookie was not used, so no principal's bucket was.
-	if guarded && res.Status != http.StatusUnauthorized && res.Status != http.StatusRequestEntityTooLarge && res.Status < 500 &&
-		!(res.Status == http.StatusForbidden && strings.Contains(string(res.Body), `"invalid_origin"`)) {
+	originRefused := res.Status == http.StatusForbidden && strings.Contains(string(res.Body), `"invalid_origin"`)
+	if guarded && res.Status != http.StatusUnauthorized && res.Status != http.StatusRequestEntityTooLarge && res.Status < 500 && !originRefused {
 		var missing []string
 		for _, h := range []string{"RateLimit-Limit", "RateLimit-Remaining", "RateLimit-Reset"} {
 			if _, err := strconv.Atoi(res.Header.Get(h)); err != nil {
