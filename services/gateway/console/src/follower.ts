@@ -90,6 +90,10 @@ export class RunFollower implements Model {
       } else if (d.status !== "queued" && !r.startedAt) {
         this.reread.kick();
       }
+    } else if (name === "run.queue") {
+      // Why the queued run waits for a worker (sent while it waits, when it changes).
+      if (this.run.status !== "queued") return;
+      this.run = { ...this.run, queue: d.queue ?? null };
     } else if (name === "attempt.started" || name === "attempt.finished") {
       const a: Attempt = {
         id: d.attemptId, block_id: d.block_id, type: d.type, attempt: d.attempt, status: d.status,

@@ -22,6 +22,9 @@ const (
 	EventStatus          = "run.status"
 	EventAttemptStarted  = "attempt.started"
 	EventAttemptFinished = "attempt.finished"
+	// EventQueue says why a queued run waits for a worker (its place in the queue), sent when
+	// it changes while the run is queued; it carries no id and is not replayed on resume.
+	EventQueue = "run.queue"
 )
 
 // SnapshotReader reads a run and its attempts changed after a sequence, consistently.

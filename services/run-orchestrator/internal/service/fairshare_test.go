@@ -1,6 +1,7 @@
 package service_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -142,7 +143,8 @@ func TestOrganizationCeiling(t *testing.T) {
 
 // TestQueuedRunSaysWhyItWaits: on a replica of one worker held by organization A's call, A's
 // second run and B's run wait in the queue. B's, tagged right after the work in hand, is next
-// in line; A's waits behind it, and each run's queue says so.
+// in line; A's waits behind it, and each run's queue says so, as does the run's event stream
+// (run.queue).
 func TestQueuedRunSaysWhyItWaits(t *testing.T) {
 	t.Parallel()
 	release := make(chan struct{})
@@ -195,6 +197,23 @@ func TestQueuedRunSaysWhyItWaits(t *testing.T) {
 	require.Equal(t, "waiting_for_worker", qa["reason"])
 	require.EqualValues(t, 1, qa["ahead"], qa)
 	require.Equal(t, "waiting for a worker: 1 job of other organizations queued ahead (organizations take turns)", qa["message"])
+
+	// The run's event stream says it too, while it waits.
+	sctx, stopStream := context.WithCancel(t.Context())
+	defer stopStream()
+	status, events := a.openStream(t, sctx, "/api/runs/"+second+"/events", "")
+	require.Equal(t, http.StatusOK, status)
+	var queued map[string]any
+	for e := range events {
+		if e.Kind == "run.queue" {
+			queued, _ = e.Data["queue"].(map[string]any)
+			break
+		}
+	}
+	require.NotNil(t, queued, "the queued run's stream sends run.queue")
+	require.Equal(t, "waiting_for_worker", queued["reason"])
+	require.Equal(t, qa["message"], queued["message"])
+	stopStream()
 
 	close(release)
 	released = true

@@ -141,7 +141,10 @@ type eventData struct {
 		BlockID string `json:"block_id"`
 	} `json:"error"`
 	OutputBytes *int64 `json:"outputBytes"`
-	Waiting     *struct {
+	Queue       *struct {
+		Message string `json:"message"`
+	} `json:"queue"`
+	Waiting *struct {
 		BlockID string `json:"block_id"`
 		Kind    string `json:"kind"`
 		Until   string `json:"until"`
@@ -240,6 +243,9 @@ func (rd *eventRenderer) humanLine(kind string, d eventData) string {
 		default:
 			return stamp + "  run " + d.Status
 		}
+	}
+	if kind == "run.queue" && d.Queue != nil && d.Queue.Message != "" {
+		return rd.now().Local().Format("15:04:05.000") + "  run queued: " + d.Queue.Message
 	}
 	return "" // an event kind this CLI does not know yet
 }

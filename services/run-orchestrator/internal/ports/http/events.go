@@ -170,6 +170,27 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	heartbeat, recheck := time.NewTicker(cfg.Heartbeat), time.NewTicker(cfg.Recheck)
 	defer heartbeat.Stop()
 	defer recheck.Stop()
+	// While the run is queued for a worker, its place in the queue is read every queueEvery
+	// and sent when it changed (one read of the run a second, only for a queued run's streams;
+	// a run taken within the first second sends none).
+	queueTick := time.NewTicker(queueEvery)
+	defer queueTick.Stop()
+	var lastQueue string
+	sendQueue := func() error {
+		rec, err := s.h.Runs.Reader().Get(r.Context(), org(r), id)
+		if err != nil || rec.Status != run.StatusQueued || rec.Queue == nil || rec.Queue.Reason != run.QueueReasonWorker {
+			return nil //nolint:nilerr // best effort: the next status event says more
+		}
+		q := toQueueResponse(rec.Queue)
+		if q.Message == lastQueue {
+			return nil
+		}
+		lastQueue = q.Message
+		if err := out.event("", app.EventQueue, queueEventData{RunID: id, Queue: q}); err != nil {
+			return err
+		}
+		return out.flush()
+	}
 	for {
 		var events []app.Event
 		events, cur = app.Events(snap, cur)
@@ -186,12 +207,20 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 		if cur.Final() {
 			return nil // the run's final event is sent: the stream ends
 		}
+		queued := snap.Run.Status == run.StatusQueued
 		select {
 		case <-r.Context().Done():
 			return nil
 		case <-heartbeat.C:
 			if out.comment("heartbeat") != nil {
 				return nil
+			}
+			continue
+		case <-queueTick.C:
+			if queued {
+				if sendQueue() != nil {
+					return nil
+				}
 			}
 			continue
 		case <-wake:
@@ -205,6 +234,15 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil // headers are sent: end the stream, the client reconnects
 		}
 	}
+}
+
+// queueEvery is how often a stream of a queued run reads the run's place in the queue.
+const queueEvery = time.Second
+
+// queueEventData is a run.queue event's data: why the queued run waits for a worker.
+type queueEventData struct {
+	RunID string         `json:"runId"`
+	Queue *queueResponse `json:"queue"`
 }
 
 // Catch-up pages of the organization's stream: at most orgPage runs a read, orgPages reads a
