@@ -1,4 +1,4 @@
-// Package chaos holds the system's reliability suites (ARCHITECTURE §9, §10): TestChaos runs a
+// Package chaos holds the system's reliability suites (docs/RELIABILITY.md): TestChaos runs a
 // mixed workload through the gateway while processes are killed and restarted, Postgres is
 // restarted, Redis is flushed and stopped and services are cut apart, then checks the
 // invariants of the contract; TestSoak runs the same workload without faults and watches

@@ -70,20 +70,21 @@ const (
 	phAll     = "all at once"
 )
 
-// TestIsolation is the noisy-neighbour run (ARCHITECTURE §10): organization B runs a steady
-// light workload (one-step http.request runs, a run that waits for a signal B sends, and an
-// open event stream of its runs) while organization A, within its limits, floods the workers
-// with fan-outs on a slow endpoint, sends expression bombs (memory, CPU) in its run input,
-// makes huge outputs, opens event streams up to the cap and makes many API keys that all start
-// runs, one after the other and then all at once.
+// TestIsolation is the noisy-neighbour run (docs/RELIABILITY.md, "Isolation between
+// organizations"): organization B runs a steady light workload (one-step http.request runs, a
+// run that waits for a signal B sends, and an open event stream of its runs) while organization
+// A, within its limits, floods the workers with fan-outs on a slow endpoint, sends expression
+// bombs (memory, CPU) in its run input, makes huge outputs, opens event streams up to the cap
+// and makes many API keys that all start runs, one after the other and then all at once.
 //
-// Each phase passes on invariants: B's start → completed p99 within 2× of B alone or B alone
-// + 100 ms, whichever is larger; none of B's runs fails or is missing from its stream; no
-// process exited (a crashed one is restarted, so the next phases still measure); no 5xx at
-// all (no fault is injected); every run A started ended (failed with an error code where a
-// bound was hit). Before B starts, A's flood alone must keep every worker busy (the calls in
-// flight reach the workers), with its throughput beside the workers' capacity. The table goes
-// to the log, and to SVC_ISOLATION_REPORT (markdown) when set.
+// Each phase passes on invariants: none of B's runs fails; B's stream misses no more than one
+// of its runs in a hundred; no process exited (a crashed one is restarted, so the next phases
+// still measure); no 5xx at all (no fault is injected); every run A started ended (failed with
+// an error code where a bound was hit). Before B starts, A's flood alone must keep every worker
+// it may hold busy, with its throughput beside the workers' capacity. B's start → completed
+// p99 within 2× of B alone or B alone + 100 ms, whichever is larger, is reported, met or
+// missed, never failed: a timing. The table goes to the log, and to SVC_ISOLATION_REPORT
+// (markdown) when set.
 //
 // SVC_ISOLATION_DURATION (make isolation) sets the run's length and the issue's flood size;
 // unset (make test), a short run of about 90 s.

@@ -114,11 +114,11 @@ func goDurationFormat() *jsonschema.Format {
 // the executor gets them. A *ParamError names the first value that breaks the schema. A type
 // the catalog does not know passes (the engine then finds no executor for it).
 //
-// A template that is a whole param keeps its value's type (contract §2), and connectors have
-// always taken a number or an object where the schema says string (a log message
-// "{{ steps.call.output.status }}", a header "{{ input.n }}"). Such a value is given as its
-// JSON text, as a template inside a longer string is; params is not changed (the attempt's
-// row keeps the resolved values), a copy is returned.
+// A template that is a whole param keeps its value's type (the orchestrator README,
+// "Templates"), and connectors have always taken a number or an object where the schema says
+// string (a log message "{{ steps.call.output.status }}", a header "{{ input.n }}"). Such a
+// value is given as its JSON text, as a template inside a longer string is; params is not
+// changed (the attempt's row keeps the resolved values), a copy is returned.
 func (v *ParamsValidator) Check(typ string, params map[string]any) (map[string]any, error) {
 	sch, ok := v.schemas[typ]
 	if !ok {

@@ -12,8 +12,9 @@ import (
 )
 
 // Turns between steps. A worker that holds a run goes straight on to the run's next block
-// without a queue hop (ARCHITECTURE §4: per-step overhead is the product's speed), which would
-// let one organization's runs keep every worker for as long as they have steps. So between
+// without a queue hop (the orchestrator README, "How a run moves": per-step overhead is the
+// product's speed), which would let one organization's runs keep every worker for as long as
+// they have steps. So between
 // two steps the worker looks at the head of the queue: when a job of another organization is
 // queued ahead of the run's next turn, the run is handed to a fresh job, queued in its turn,
 // and the worker takes the head of the queue. One organization alone never yields (nothing of

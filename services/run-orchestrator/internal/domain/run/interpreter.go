@@ -305,7 +305,7 @@ func (in *Interpreter) Resolve(r *Run, block Block, limits expression.Limits) (p
 	return params, scope, err
 }
 
-// scope is the template scope of r (contract §2): input, the outputs of the blocks that
+// scope is the template scope of r (the orchestrator README, "Templates"): input, the outputs of the blocks that
 // succeeded, run.id and workflow.id.
 func (in *Interpreter) scope(r *Run) map[string]any {
 	return map[string]any{
