@@ -9,9 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/sony/gobreaker/v2"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // Bucket is one bucket of a decision over several (AllowAll).
@@ -84,55 +81,24 @@ func (l *Limiter) AllowAll(ctx context.Context, buckets ...Bucket) Result {
 	for _, b := range buckets {
 		b.Limit.mustBeValid()
 	}
-	res, err := l.breaker.Execute(func() (Result, error) { return l.remoteAll(ctx, buckets) })
-	if err == nil {
-		return res
-	}
-	reason := "redis_error"
-	if errors.Is(err, gobreaker.ErrOpenState) || errors.Is(err, gobreaker.ErrTooManyRequests) {
-		reason = "breaker_open"
-	} else if !errors.Is(err, errCallerGone) {
-		msg := err.Error()
-		l.lastErr.Store(&msg)
-	}
-	l.fallbacks.Add(1)
-	l.counter.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("reason", reason)))
-	return l.local.AllowAll(buckets...)
+	return l.decide(ctx, func() (Result, error) { return l.remoteAll(ctx, buckets) }, func() Result { return l.local.AllowAll(buckets...) })
 }
 
 // remoteAll is one run of allowAll, bounded by l.timeout as remote is.
 func (l *Limiter) remoteAll(ctx context.Context, buckets []Bucket) (Result, error) {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
-	defer cancel()
 	keys := make([]string, len(buckets))
 	args := make([]any, 0, 3*len(buckets))
 	for i, b := range buckets {
 		keys[i] = l.prefix + "rate:" + b.Key
 		args = append(args, b.Limit.Burst, b.Limit.Rate, b.Limit.Period.Seconds())
 	}
-	type answer struct {
-		v   []any
-		err error
+	v, err := bounded(ctx, l.timeout, func(ctx context.Context) ([]any, error) {
+		return allowAll.Run(ctx, l.rdb, keys, args...).Slice()
+	})
+	if err != nil {
+		return Result{}, err
 	}
-	done := make(chan answer, 1)
-	go func() {
-		v, err := allowAll.Run(ctx, l.rdb, keys, args...).Slice()
-		done <- answer{v, err}
-	}()
-	var a answer
-	select {
-	case a = <-done:
-	case <-ctx.Done():
-		a.err = ctx.Err()
-	}
-	if a.err != nil {
-		if parent.Err() != nil {
-			return Result{}, errCallerGone
-		}
-		return Result{}, fmt.Errorf("redis rate limit: %w", a.err)
-	}
-	each, err := parseAll(a.v, buckets)
+	each, err := parseAll(v, buckets)
 	if err != nil {
 		return Result{}, fmt.Errorf("redis rate limit: %w", err)
 	}

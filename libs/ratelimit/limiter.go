@@ -184,7 +184,13 @@ var errCallerGone = errors.New("caller context ended")
 // panics.
 func (l *Limiter) Allow(ctx context.Context, key string, lim Limit) Result {
 	lim.mustBeValid()
-	res, err := l.breaker.Execute(func() (Result, error) { return l.remote(ctx, key, lim) })
+	return l.decide(ctx, func() (Result, error) { return l.remote(ctx, key, lim) }, func() Result { return l.local.Allow(key, lim) })
+}
+
+// decide asks Redis (remote, behind the breaker) and, when that fails, falls back to the
+// in-process buckets (local), counting the fallback and remembering why.
+func (l *Limiter) decide(ctx context.Context, remote func() (Result, error), local func() Result) Result {
+	res, err := l.breaker.Execute(remote)
 	if err == nil {
 		return res
 	}
@@ -197,7 +203,7 @@ func (l *Limiter) Allow(ctx context.Context, key string, lim Limit) Result {
 	}
 	l.fallbacks.Add(1)
 	l.counter.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("reason", reason)))
-	return l.local.Allow(key, lim)
+	return local()
 }
 
 // remote is one EVALSHA of redis_rate's GCRA script (EVAL once more only when Redis lost the
@@ -205,17 +211,29 @@ func (l *Limiter) Allow(ctx context.Context, key string, lim Limit) Result {
 // l.timeout even when the client's own read timeout is longer, as it is for a Redis that
 // accepts connections and never answers.
 func (l *Limiter) remote(ctx context.Context, key string, lim Limit) (Result, error) {
-	parent := ctx
-	ctx, cancel := context.WithTimeout(ctx, l.timeout)
+	res, err := bounded(ctx, l.timeout, func(ctx context.Context) (*redis_rate.Result, error) {
+		return l.rate.Allow(ctx, key, redis_rate.Limit{Rate: lim.Rate, Burst: lim.Burst, Period: lim.Period})
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	return toResult(res, lim), nil
+}
+
+// bounded runs call beside the caller under timeout, so that the caller waits at most that
+// long even when the Redis client's own read timeout is longer. A call cut short because the
+// caller's context ended is errCallerGone; any other failure is a Redis error.
+func bounded[T any](parent context.Context, timeout time.Duration, call func(context.Context) (T, error)) (T, error) {
+	ctx, cancel := context.WithTimeout(parent, timeout)
 	defer cancel()
 	type answer struct {
-		res *redis_rate.Result
+		v   T
 		err error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		res, err := l.rate.Allow(ctx, key, redis_rate.Limit{Rate: lim.Rate, Burst: lim.Burst, Period: lim.Period})
-		done <- answer{res, err}
+		v, err := call(ctx)
+		done <- answer{v, err}
 	}()
 	var a answer
 	select {
@@ -224,12 +242,13 @@ func (l *Limiter) remote(ctx context.Context, key string, lim Limit) (Result, er
 		a.err = ctx.Err()
 	}
 	if a.err != nil {
+		var zero T
 		if parent.Err() != nil {
-			return Result{}, errCallerGone
+			return zero, errCallerGone
 		}
-		return Result{}, fmt.Errorf("redis rate limit: %w", a.err)
+		return zero, fmt.Errorf("redis rate limit: %w", a.err)
 	}
-	return toResult(a.res, lim), nil
+	return a.v, nil
 }
 
 func toResult(r *redis_rate.Result, lim Limit) Result {
