@@ -76,38 +76,8 @@ func compileParams(e connectors.Entry) (*jsonschema.Schema, time.Duration, error
 			}
 		}
 	}
-	// The validator's own decoder keeps numbers as json.Number, as it expects.
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return nil, 0, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, 0, err
-	}
-	comp := jsonschema.NewCompiler()
-	comp.DefaultDraft(jsonschema.Draft2020)
-	comp.AssertFormat()
-	comp.RegisterFormat(goDurationFormat())
-	url := "catalog:///" + e.Type + "/params"
-	if err := comp.AddResource(url, doc); err != nil {
-		return nil, 0, err
-	}
-	sch, err := comp.Compile(url)
+	sch, err := connectors.CompileParams(e.Type, schema)
 	return sch, ceiling, err
-}
-
-// goDurationFormat is the catalog's "go-duration" format: what time.ParseDuration reads, which
-// is how the wait connector reads it (the pattern beside it lets "9999999999h" through).
-func goDurationFormat() *jsonschema.Format {
-	return &jsonschema.Format{Name: "go-duration", Validate: func(v any) error {
-		s, ok := v.(string)
-		if !ok {
-			return nil
-		}
-		_, err := time.ParseDuration(s)
-		return err
-	}}
 }
 
 // Check checks params, as resolved for an attempt of a block of type typ, and returns them as

@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -126,24 +124,8 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 		conn.exactlyOne = group
 		delete(schema, "oneOf")
 	}
-	// Round-trip through the validator's own decoder so numbers are json.Number throughout.
-	raw, err := json.Marshal(schema)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	comp := jsonschema.NewCompiler()
-	comp.DefaultDraft(jsonschema.Draft2020)
-	comp.AssertFormat()
-	comp.RegisterFormat(goDurationFormat())
-	url := "catalog:///" + e.Type + "/params"
-	if err := comp.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	conn.schema, err = comp.Compile(url)
+	var err error
+	conn.schema, err = connectors.CompileParams(e.Type, schema)
 	if err != nil {
 		return nil, err
 	}
@@ -554,21 +536,6 @@ type refuseLoader struct{}
 
 func (refuseLoader) Load(url string) (any, error) {
 	return nil, fmt.Errorf("%s is outside the schema; only references inside it are allowed", url)
-}
-
-// goDurationFormat is the "go-duration" format of the catalog: a duration Go's
-// time.ParseDuration reads ("90s", "1h30m"), which is how the orchestrator reads it. The
-// catalog's pattern says the same in JSON Schema, but lets through what does not fit an int64
-// of nanoseconds ("9999999999h").
-func goDurationFormat() *jsonschema.Format {
-	return &jsonschema.Format{Name: "go-duration", Validate: func(v any) error {
-		s, ok := v.(string)
-		if !ok {
-			return nil
-		}
-		_, err := time.ParseDuration(s)
-		return err
-	}}
 }
 
 func (c *Catalog) violationOf(k *Connector, params map[string]any, leaf *jsonschema.ValidationError) *paramViolation {

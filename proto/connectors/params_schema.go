@@ -1,0 +1,48 @@
+package connectors
+
+import (
+	"bytes"
+	"encoding/json"
+	"time"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+)
+
+// CompileParams compiles a connector's params schema (schema: the entry's Params, decoded and
+// adjusted by the caller) as the editor and the orchestrator both apply it: draft 2020-12,
+// formats asserted, the catalog's go-duration format known. typ names the schema's resource.
+func CompileParams(typ string, schema map[string]any) (*jsonschema.Schema, error) {
+	// Round-trip through the validator's own decoder so numbers are json.Number throughout.
+	raw, err := json.Marshal(schema)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.AssertFormat()
+	comp.RegisterFormat(goDurationFormat())
+	url := "catalog:///" + typ + "/params"
+	if err := comp.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return comp.Compile(url)
+}
+
+// goDurationFormat is the catalog's "go-duration" format: a duration Go's time.ParseDuration
+// reads ("90s", "1h30m"), which is how the orchestrator reads it. The catalog's pattern says
+// the same in JSON Schema, but lets through what does not fit an int64 of nanoseconds
+// ("9999999999h").
+func goDurationFormat() *jsonschema.Format {
+	return &jsonschema.Format{Name: "go-duration", Validate: func(v any) error {
+		s, ok := v.(string)
+		if !ok {
+			return nil
+		}
+		_, err := time.ParseDuration(s)
+		return err
+	}}
+}
