@@ -69,6 +69,9 @@ type RunReader interface {
 	// Logs lists the run's attempts with seq > after in seq order, at most limit, no more than
 	// fit in maxBytes; run.ErrNotFound when org has no such run.
 	Logs(ctx context.Context, org, runID string, after int64, limit int, maxBytes int64) ([]run.Attempt, error)
+	// WaitingForWorker is why the queued run id of org waits for a worker: its job's place in
+	// the queue (nil when it has no job waiting). It reads only the queue, not the run.
+	WaitingForWorker(ctx context.Context, org, id string) (*run.Queued, error)
 }
 
 // DispatchError is a failure before the run was durably stored: 500 dispatch_failed.

@@ -45,6 +45,11 @@ func (s storeReader) Logs(ctx context.Context, org, runID string, after int64, l
 	return items, storeError(err)
 }
 
+func (s storeReader) WaitingForWorker(ctx context.Context, org, id string) (*run.Queued, error) {
+	q, err := s.RunReader.WaitingForWorker(ctx, org, id)
+	return q, storeError(err)
+}
+
 // storeError is err, or an *UnavailableError when it says the run store cannot be reached.
 func storeError(err error) error {
 	if err != nil && !isDomain(err) && pgdb.Unavailable(err) {

@@ -32,6 +32,10 @@ func (storeDown) Logs(context.Context, string, string, int64, int, int64) ([]run
 	return nil, errShuttingDown
 }
 
+func (storeDown) WaitingForWorker(context.Context, string, string) (*run.Queued, error) {
+	return nil, errShuttingDown
+}
+
 func (storeDown) Cancel(context.Context, string, string) (run.Status, error) {
 	return "", errShuttingDown
 }
@@ -50,6 +54,8 @@ func TestRunsStoreUnavailable(t *testing.T) {
 	_, err := runs.Reader().Get(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)
 	_, err = runs.Reader().Logs(context.Background(), "org", "run_x", 0, 10, app.PageBytes)
+	require.ErrorAs(t, err, &ue)
+	_, err = runs.Reader().WaitingForWorker(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)
 	_, err = runs.Cancel(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)

@@ -90,7 +90,7 @@ func (s *RunReader) Get(ctx context.Context, org, id string) (run.Record, error)
 		return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
 	}
 	if r.Status == run.StatusQueued && r.Queue == nil {
-		if r.Queue, err = s.waitingForWorker(ctx, org, id); err != nil {
+		if r.Queue, err = s.WaitingForWorker(ctx, org, id); err != nil {
 			return run.Record{}, fmt.Errorf("get run %s: %w", id, err)
 		}
 	}
@@ -112,10 +112,10 @@ FROM j LEFT JOIN LATERAL (
 	ORDER BY rj.priority, rj.scheduled_at, rj.id LIMIT $4) a ON true
 GROUP BY j.id`
 
-// waitingForWorker is why a queued run that holds no concurrency slot waits: its job is in
+// WaitingForWorker is why a queued run that holds no concurrency slot waits: its job is in
 // the queue, behind the jobs it counts (nil when it has no job waiting). Only a read of one
-// queued run pays for it.
-func (s *RunReader) waitingForWorker(ctx context.Context, org, id string) (*run.Queued, error) {
+// queued run, or its event stream while it is queued, pays for it.
+func (s *RunReader) WaitingForWorker(ctx context.Context, org, id string) (*run.Queued, error) {
 	var ahead, own int
 	err := s.pool.QueryRow(ctx, workerQuery, run.Spec, id, org, run.MaxAhead).Scan(&ahead, &own)
 	if errors.Is(err, pgx.ErrNoRows) {

@@ -171,17 +171,17 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	defer heartbeat.Stop()
 	defer recheck.Stop()
 	// While the run is queued for a worker, its place in the queue is read every queueEvery
-	// and sent when it changed (one read of the run a second, only for a queued run's streams;
-	// a run taken within the first second sends none).
+	// and sent when it changed (one read of the queue a second, only for a queued run's
+	// streams; a run taken within the first second sends none).
 	queueTick := time.NewTicker(queueEvery)
 	defer queueTick.Stop()
 	var lastQueue string
 	sendQueue := func() error {
-		rec, err := s.h.Runs.Reader().Get(r.Context(), org(r), id)
-		if err != nil || rec.Status != run.StatusQueued || rec.Queue == nil || rec.Queue.Reason != run.QueueReasonWorker {
+		wait, err := s.h.Runs.Reader().WaitingForWorker(r.Context(), org(r), id)
+		if err != nil || wait == nil {
 			return nil //nolint:nilerr // best effort: the next status event says more
 		}
-		q := toQueueResponse(rec.Queue)
+		q := toQueueResponse(wait)
 		if q.Message == lastQueue {
 			return nil
 		}

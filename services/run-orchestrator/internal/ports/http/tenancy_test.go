@@ -36,6 +36,14 @@ func (m *memReader) Get(_ context.Context, org, id string) (run.Record, error) {
 	return run.Record{}, run.ErrNotFound
 }
 
+// WaitingForWorker finds no job waiting: this reader has no queue.
+func (m *memReader) WaitingForWorker(ctx context.Context, org, id string) (*run.Queued, error) {
+	if _, err := m.Get(ctx, org, id); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
 // List and Logs page as the Postgres reader does: at most the limit, no more than fit in
 // maxBytes (the JSON members' length and a fixed overhead per item), at least one.
 func (m *memReader) List(_ context.Context, org string, f run.ListFilter, maxBytes int64) (app.RunPage, error) {
