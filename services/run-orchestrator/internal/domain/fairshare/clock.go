@@ -99,9 +99,19 @@ func (c *Clock) Next(org string, now time.Time) time.Time {
 }
 
 // Charge counts a turn of org's that queued no job: a worker that went on with one of its
-// runs instead of taking the next job from the queue.
+// runs instead of taking the next job from the queue (as Tags for one job, without the slice:
+// it runs between every two steps).
 func (c *Clock) Charge(org string, now time.Time) {
-	c.Tags(org, 1, now)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	t := c.next(org, now)
+	if t.After(now) {
+		t = now
+	}
+	c.last[org] = t
+	if len(c.last) >= c.sweepAt {
+		c.sweep()
+	}
 }
 
 // next is where org's next tag would start. An organization with work queued goes on a
