@@ -57,7 +57,8 @@ type Queue struct {
 	fair      *fairshare.Clock
 	turns     *turns
 	ceiling   *ceiling
-	// heavy holds a token per evaluation over the inline budget in progress (prepare).
+	// heavy holds a token per evaluation over the inline budget (prepare) and per write of a
+	// huge result (heavyWrite) in progress.
 	heavy      chan struct{}
 	tracer     trace.Tracer
 	propagator propagation.TextMapPropagator

@@ -59,8 +59,9 @@ func (t *turns) yield(ctx context.Context, org string) bool {
 		return false // a job queued before jobs carried their organization
 	}
 	now := time.Now()
+	head := t.queueHead(ctx, now) // first: a fresh read moves the clock, and org's next turn with it
 	next := t.clock.Next(org, now)
-	for _, j := range t.queueHead(ctx, now) {
+	for _, j := range head {
 		if j.tag.After(next) {
 			break
 		}

@@ -188,14 +188,15 @@ func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cach
 	for {
 		st = q.prepare(ctx, st) // outside any transaction: the full expression budget
 		res, execErr := q.step(ctx, job, st)
-		yield := q.yield(ctx, job)
-		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event {
-			ev := q.result(job, st, res, execErr)
-			if yield {
-				ev = yielding(ev)
-			}
-			return ev
-		}, q.inline(job))
+		// The result is made here, outside the transaction: its output is encoded once, and
+		// its size known before the write.
+		ev := q.result(job, st, res, execErr)
+		if q.yield(ctx, job) {
+			ev = yielding(ev)
+		}
+		done := q.heavyWrite(ctx, ev)
+		o, err := q.store.ApplyJob(ctx, job, c, func(*run.Run) run.Event { return ev }, q.inline(job))
+		done()
 		if err != nil || o.Retry == nil {
 			return o, err
 		}
@@ -226,9 +227,9 @@ func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cach
 }
 
 // prepare resolves the params of an attempt that went over the inline budget, under the full
-// budget. Such evaluations take turns on a replica (heavy: half its cores, at least one), so
-// however many an organization starts at once, they hold a bounded share of the CPU and the
-// light work of others keeps the rest. An attempt whose run ends while it waits fails with
+// budget. Such evaluations take turns on a replica (heavy: half its cores, at least one,
+// shared with the writes of huge results, heavyWrite), so however many an organization starts
+// at once, they hold a bounded share of the CPU and the light work of others keeps the rest. An attempt whose run ends while it waits fails with
 // why (its result is then ignored).
 func (q *Queue) prepare(ctx context.Context, st run.StartAttempt) run.StartAttempt {
 	if !st.Deferred {
@@ -242,6 +243,30 @@ func (q *Queue) prepare(ctx context.Context, st run.StartAttempt) run.StartAttem
 	}
 	defer func() { <-q.heavy }()
 	return st.Prepare()
+}
+
+// heavyOutput is the size of a step's result (output and resolved input) from which writing it
+// is heavy work.
+const heavyOutput = 256 << 10
+
+// heavyWrite takes a turn of the replica's heavy work (as prepare does) for writing ev when
+// it carries a large output or input, and returns its release. Writing megabytes, then
+// reading them back for the steps after, costs the replica and Postgres CPU in proportion:
+// an organization's runs making huge outputs at once would take every core from the light
+// steps of everyone else. Taking turns bounds them to half the replica's cores. A context
+// that ends while waiting writes anyway (the run's end or the replica's stop is recorded
+// that way).
+func (q *Queue) heavyWrite(ctx context.Context, ev run.Event) (release func()) {
+	s, ok := ev.(run.Succeeded)
+	if !ok || len(s.Output)+len(s.Input) < heavyOutput {
+		return func() {}
+	}
+	select {
+	case q.heavy <- struct{}{}:
+		return func() { <-q.heavy }
+	case <-ctx.Done():
+		return func() {}
+	}
 }
 
 // step runs attempt st's connector in a span of its own.

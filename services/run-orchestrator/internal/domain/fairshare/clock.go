@@ -21,6 +21,14 @@
 // transactions commit in any order, so a worker may take a job whose tag is later than those of
 // jobs about to commit. Taken for where the queue stands, such a tag would put the next
 // organization's job behind all of those.
+//
+// The head has the same blind spot, narrower: it shows only committed jobs. When a burst of
+// transactions tags thousands of jobs at once (forty runs started together, each fanning out
+// to sixty steps) and the head is read after the later ones committed but before the earlier
+// ones did, a quiet organization's job tagged before that head would still land behind every
+// job of the earlier transactions, seconds of work. So the clock also remembers the lowest tag
+// it handed out over the last second or two (a transaction commits well within that), and a
+// quiet organization's job goes before the lower of that and the head.
 package fairshare
 
 import (
@@ -35,6 +43,10 @@ const (
 	DefaultWindow = time.Hour
 )
 
+// pending is how long a tag handed out is taken to be possibly not committed yet: the lowest
+// tag handed out is kept for one to two of these.
+const pending = time.Second
+
 // Clock hands out tags. It is safe for concurrent use. Each replica keeps its own: its virtual
 // time follows the jobs its workers take from the shared queue, and an organization's turns
 // are counted per replica that queues its jobs.
@@ -47,11 +59,19 @@ type Clock struct {
 	virtual time.Time
 	// seen says the queue has been seen: virtual comes from it, not from the guess.
 	seen bool
-	// last is each organization's latest tag. An entry at or before the virtual time means the
-	// same as none, and is dropped when the map is swept.
+	// top is the latest head seen. The head steps back when jobs tagged before it commit late,
+	// but an organization whose last tag is before top had no committed job left when the
+	// queue stood there: it counts as having nothing queued.
+	top time.Time
+	// last is each organization's latest tag. An entry before top means the same as none, and
+	// is dropped when the map is swept.
 	last map[string]time.Time
 	// sweepAt is the map size at which the next sweep runs.
 	sweepAt int
+	// low is the lowest tag handed out since lowSince, and prevLow the lowest of the period of
+	// pending before it (zero: none): jobs that may not have committed yet.
+	low, prevLow time.Time
+	lowSince     time.Time
 }
 
 // NewClock returns a clock with the given stride and window (zero or less: the defaults).
@@ -73,7 +93,8 @@ func (c *Clock) Tags(org string, n int, now time.Time) []time.Time {
 	out := make([]time.Time, n)
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.next(org, now)
+	t, front := c.next(org, now)
+	c.handedOut(earliest(latest(t, front), now), now)
 	for i := range out {
 		if t.After(now) {
 			t = now
@@ -92,10 +113,8 @@ func (c *Clock) Tags(org string, n int, now time.Time) []time.Time {
 func (c *Clock) Next(org string, now time.Time) time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if t := c.next(org, now); t.Before(now) {
-		return t
-	}
-	return now
+	t, _ := c.next(org, now)
+	return earliest(t, now)
 }
 
 // Charge counts a turn of org's that queued no job: a worker that went on with one of its
@@ -104,27 +123,56 @@ func (c *Clock) Next(org string, now time.Time) time.Time {
 func (c *Clock) Charge(org string, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	t := c.next(org, now)
-	if t.After(now) {
-		t = now
-	}
-	c.last[org] = t
+	t, _ := c.next(org, now)
+	c.last[org] = earliest(t, now)
 	if len(c.last) >= c.sweepAt {
 		c.sweep()
 	}
 }
 
-// next is where org's next tag would start. An organization with work queued goes on a
-// stride after its last tag; one without starts a stride before the head of the queue, so its
-// job is the next one taken.
-func (c *Clock) next(org string, now time.Time) time.Time {
+// next is where org's next tag would start, and the front of the queue. An organization with
+// work queued goes on a stride after its last tag; one without starts a stride before the
+// front, so its job is the next one taken.
+func (c *Clock) next(org string, now time.Time) (t, front time.Time) {
 	if c.virtual.IsZero() {
 		c.virtual = now.Add(-c.window)
+		c.top = c.virtual
 	}
-	if last, ok := c.last[org]; ok && !last.Before(c.virtual) {
-		return last.Add(c.stride)
+	front = c.front(now)
+	if last, ok := c.last[org]; ok && !last.Before(c.top) {
+		return last.Add(c.stride), front
 	}
-	return c.virtual.Add(-c.stride)
+	return front.Add(-c.stride), front
+}
+
+// front is the head of the queue, or the lowest tag handed out lately when that is lower: its
+// job may not have committed when the head was read.
+func (c *Clock) front(now time.Time) time.Time {
+	front := c.virtual
+	if now.Sub(c.lowSince) < 2*pending {
+		for _, l := range [2]time.Time{c.low, c.prevLow} {
+			if !l.IsZero() && l.Before(front) {
+				front = l
+			}
+		}
+	}
+	return front
+}
+
+// handedOut records tag, the lowest of a batch handed out at now, among the tags that may not
+// have committed yet. A quiet organization's batch records the front instead (its first tag is
+// a stride before it): quiet organizations' tags never push the front back, one after another.
+func (c *Clock) handedOut(tag, now time.Time) {
+	if now.Sub(c.lowSince) >= pending {
+		c.prevLow = c.low
+		if now.Sub(c.lowSince) >= 2*pending {
+			c.prevLow = time.Time{} // nothing handed out over the last period
+		}
+		c.low, c.lowSince = time.Time{}, now
+	}
+	if c.low.IsZero() || tag.Before(c.low) {
+		c.low = tag
+	}
 }
 
 // Head sets the virtual time to tag, the tag of the first job waiting in the queue (the queue
@@ -134,6 +182,9 @@ func (c *Clock) Head(tag time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.virtual, c.seen = tag, true
+	if tag.After(c.top) {
+		c.top = tag
+	}
 }
 
 // Took tells the clock a worker took a job tagged tag. Only the first one matters: until the
@@ -143,17 +194,31 @@ func (c *Clock) Took(tag time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if !c.seen {
-		c.virtual, c.seen = tag, true
+		c.virtual, c.top, c.seen = tag, tag, true
 	}
 }
 
-// sweep drops the organizations whose last tag the virtual time has passed: their next tag
-// starts from the virtual time anyway. The map then holds only organizations with queued work.
+// sweep drops the organizations whose last tag is before the latest head seen: their next tag
+// starts from the front anyway. The map then holds only organizations with queued work.
 func (c *Clock) sweep() {
 	for org, t := range c.last {
-		if !t.After(c.virtual) {
+		if t.Before(c.top) {
 			delete(c.last, org)
 		}
 	}
 	c.sweepAt = max(1024, 2*len(c.last))
+}
+
+func earliest(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return a
+	}
+	return b
+}
+
+func latest(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }

@@ -35,6 +35,17 @@ func (q *queue) add(org string, n int) {
 	}
 }
 
+// tx tags n jobs of org in a transaction that commits later (commit): until then no worker
+// sees them, and neither does a read of the head.
+func (q *queue) tx(org string, n int) (commit func()) {
+	var jobs []job
+	for _, tag := range q.clock.Tags(org, n, q.now) {
+		q.seq++
+		jobs = append(jobs, job{org: org, tag: tag, seq: q.seq})
+	}
+	return func() { q.jobs = append(q.jobs, jobs...) }
+}
+
 // take serves the next job, as a worker taking it from the head of the queue.
 func (q *queue) take() job {
 	sort.SliceStable(q.jobs, func(i, j int) bool {
@@ -70,6 +81,51 @@ func TestClock(t *testing.T) {
 		}
 		q.add("quiet", 1)
 		require.Equal(t, "quiet", q.take().org, "the quiet organization's job is served before the rest of the backlog")
+	})
+
+	t.Run("QuietOrganizationGoesBeforeJobsCommittedLate", func(t *testing.T) {
+		t.Parallel()
+		q := setup(t)
+		q.add("busy", 10)
+		q.take()
+		// A burst: forty transactions of sixty jobs each, tagged in order, the first three
+		// committing after the rest and after a worker read the head.
+		var late []func()
+		for i := range 40 {
+			commit := q.tx("busy", 60)
+			if i < 3 {
+				late = append(late, commit)
+			} else {
+				commit()
+			}
+		}
+		for range 12 {
+			q.take() // the head now shows the fourth transaction's jobs
+			q.now = q.now.Add(time.Millisecond)
+		}
+		q.add("quiet", 1)
+		for _, commit := range late {
+			commit()
+		}
+		require.Equal(t, "quiet", q.take().org, "the quiet organization's job goes before the jobs tagged earlier that committed late")
+	})
+
+	t.Run("QuietOrganizationStaysQuietWhenTheHeadStepsBack", func(t *testing.T) {
+		t.Parallel()
+		q := setup(t)
+		q.add("busy", 100)
+		late := q.tx("busy", 60)
+		q.add("busy", 100)
+		for range 150 {
+			q.take() // past the late transaction's place: the head stands in the last 100
+			q.now = q.now.Add(20 * time.Millisecond)
+		}
+		q.add("quiet", 1)
+		require.Equal(t, "quiet", q.take().org)
+		late() // the late jobs commit: the head steps back to them
+		q.take()
+		q.add("quiet", 1)
+		require.Equal(t, "quiet", q.take().org, "a quiet organization's last tag, after the head that stepped back, is no queued work")
 	})
 
 	t.Run("BusyOrganizationsTakeTurns", func(t *testing.T) {

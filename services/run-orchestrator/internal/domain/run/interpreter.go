@@ -235,18 +235,14 @@ func reclaim(r *Run, ev Advance, o *Outcome) bool {
 // with nothing ready, finishes the run or leaves it to the jobs of its running blocks and to
 // its waits, completing the acting job.
 func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) {
-	if job.Stopping || job.Yield {
-		// Graceful shutdown between steps, or the worker yielded to another organization's
-		// turn: a fresh job continues the run, here or elsewhere, in its turn.
-		o.NewJobs++
-		o.CompleteJob = true
-		return
-	}
 	ready, skipped := r.State.Advance(r.Def)
 	for _, id := range skipped {
 		o.touch(r, id)
 	}
 	if len(ready) == 0 {
+		// Nothing to start: the run finishes, or waits for its other jobs and its waits, here
+		// and now, even when the worker is giving the run up (handed on, its end would wait a
+		// turn in the queue for nothing).
 		o.CompleteJob = true
 		if !r.State.Active() {
 			in.finishCompleted(r, o, now)
@@ -255,6 +251,14 @@ func (in *Interpreter) proceed(r *Run, job JobEvent, now time.Time, o *Outcome) 
 		if r.State.count(BlockWaiting) > 0 && r.State.count(BlockRunning) == 0 {
 			r.Status = StatusWaiting
 		}
+		return
+	}
+	if job.Stopping || job.Yield {
+		// Graceful shutdown between steps, or the worker yielded to another organization's
+		// turn: a fresh job continues the run, here or elsewhere, in its turn (the ready blocks
+		// stay pending; it finds them).
+		o.NewJobs++
+		o.CompleteJob = true
 		return
 	}
 	// Parallel branches: one job per other ready block, queued once per block (the block

@@ -345,6 +345,28 @@ func TestAdvanceOfAStoppingReplicaHandsTheRunOn(t *testing.T) {
 	require.Equal(t, run.BlockPending, h.r.State.Block("a").Status)
 }
 
+func TestAYieldedLastStepFinishesTheRunInPlace(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, linearDef, map[string]any{"name": "x"})
+	st := h.start()
+	o := h.apply(run.Succeeded{JobEvent: run.JobEvent{Job: 1, Try: 1, Yield: true}, Block: "t", AttemptID: st.ID, Output: json.RawMessage(`{}`), Now: at(1)})
+	require.Nil(t, o.Start, "a yielding worker starts no next block")
+	require.Equal(t, 1, o.NewJobs, "a fresh job continues the run in its turn")
+	require.Equal(t, run.BlockPending, h.r.State.Block("a").Status)
+
+	// The fresh job runs the last block and yields too: nothing is left to start, so the run
+	// finishes in the same transaction rather than in a third job's turn.
+	o = h.apply(run.Advance{JobEvent: job(2), Now: at(2)})
+	require.NotNil(t, o.Start)
+	o = h.apply(run.Succeeded{JobEvent: run.JobEvent{Job: 2, Try: 1, Yield: true}, Block: "a", AttemptID: o.Start.ID,
+		Output: json.RawMessage(`{"message":"hello x"}`), Now: at(3)})
+	require.Zero(t, o.NewJobs)
+	require.True(t, o.CompleteJob)
+	require.NotNil(t, o.Finish)
+	require.Equal(t, run.StatusCompleted, o.Finish.Status)
+	require.Equal(t, run.StatusCompleted, h.r.Status)
+}
+
 func TestUnknownEvent(t *testing.T) {
 	t.Parallel()
 	type other struct{ run.Advance }
