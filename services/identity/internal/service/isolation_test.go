@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/wire"
+	"svc.dev/services/identity/internal/domain/org"
 )
 
 // Issue 21: an invitation id is a bearer secret and emails are never verified, so whoever signs
@@ -88,6 +89,19 @@ func TestCeilings(t *testing.T) {
 			http.StatusForbidden, "YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_ORGANIZATIONS")
 		members := host.c.get("/api/auth/organization/list-members")
 		require.InDelta(t, 1, members.Body["total"], 0, members.Raw)
+	})
+
+	t.Run("OpenInvitationsPerOrganization", func(t *testing.T) {
+		t.Parallel()
+		a := b.signUp(t, "inviter")
+		invite := func(email string) response {
+			return a.c.post("/api/auth/organization/invite-member", map[string]any{"email": email, "role": "member"})
+		}
+		for i := range org.MaxOpenInvitations {
+			r := invite(fmt.Sprintf("guest%d@example.com", i))
+			require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		}
+		requireCode(t, invite("one-more@example.com"), http.StatusForbidden, "INVITATION_LIMIT_REACHED")
 	})
 
 	t.Run("APIKeys", func(t *testing.T) {

@@ -33,7 +33,14 @@ var (
 	// ErrTooManyOrganizations is a new membership past the user's ceiling
 	// (port.Ceilings.OrganizationsPerUser), which the repository enforces.
 	ErrTooManyOrganizations = errors.New("you have reached the maximum number of organizations")
+	// ErrTooManyInvitations is a new invitation while MaxOpenInvitations are open.
+	ErrTooManyInvitations = errors.New("the organization has reached the maximum number of open invitations")
 )
+
+// MaxOpenInvitations bounds an organization's open invitations (better-auth's default
+// invitationLimit): each is a row that every change of the organization loads, so an admin
+// inviting in a loop would otherwise make them all slower, for good.
+const MaxOpenInvitations = 100
 
 // InvitationTTL is how long an invitation can be accepted (better-auth's default).
 const InvitationTTL = 48 * time.Hour
@@ -246,6 +253,15 @@ func (o *Organization) Invite(inviterID, email string, role Role, resend bool, n
 			o.invitations[i].Role = role
 			return o.invitations[i], nil
 		}
+	}
+	open := 0
+	for _, inv := range o.invitations {
+		if inv.Open(now) {
+			open++
+		}
+	}
+	if open >= MaxOpenInvitations {
+		return Invitation{}, ErrTooManyInvitations
 	}
 	inv := Invitation{ID: wire.NewID(wire.Invitation), OrganizationID: o.profile.ID, Email: email, Role: role,
 		Status: Pending, InviterID: inviterID, ExpiresAt: now.Add(InvitationTTL), CreatedAt: now}

@@ -1,6 +1,7 @@
 package org_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -92,6 +93,23 @@ func TestInvite(t *testing.T) {
 			}
 		})
 	}
+
+	t.Run("OpenInvitationsAreBounded", func(t *testing.T) {
+		t.Parallel()
+		o := withMembers(t, "", "")
+		now := time.Now()
+		for i := range org.MaxOpenInvitations {
+			_, err := o.Invite(ann.ID, fmt.Sprintf("guest%d@x.io", i), org.Member, false, now)
+			require.NoError(t, err)
+		}
+		_, err := o.Invite(ann.ID, "one-more@x.io", org.Member, false, now)
+		require.ErrorIs(t, err, org.ErrTooManyInvitations)
+		_, err = o.Invite(ann.ID, "guest7@x.io", org.Admin, true, now)
+		require.NoError(t, err, "resending an open invitation opens none")
+		// Once they expire, they count no more.
+		_, err = o.Invite(ann.ID, "one-more@x.io", org.Member, false, now.Add(org.InvitationTTL+time.Minute))
+		require.NoError(t, err)
+	})
 
 	t.Run("TwiceIsRefusedUnlessResent", func(t *testing.T) {
 		t.Parallel()

@@ -112,6 +112,9 @@ func toAuthError(err error) authError {
 	case errors.Is(err, org.ErrTooManyOrganizations):
 		// better-auth's own code and status for its organizationLimit.
 		return authError{http.StatusForbidden, "YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_ORGANIZATIONS", "You have reached the maximum number of organizations", 0}
+	case errors.Is(err, org.ErrTooManyInvitations):
+		// better-auth's own code and status for its invitationLimit.
+		return authError{http.StatusForbidden, "INVITATION_LIMIT_REACHED", "Invitation limit reached", 0}
 	case errors.Is(err, apikey.ErrTooManyKeys):
 		// better-auth has no ceiling on keys, so no code: ours follows its organization one.
 		return authError{http.StatusForbidden, "YOU_HAVE_REACHED_THE_MAXIMUM_NUMBER_OF_API_KEYS", "The organization has reached the maximum number of API keys", 0}
