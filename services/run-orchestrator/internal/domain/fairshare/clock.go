@@ -28,7 +28,9 @@
 // ones did, a quiet organization's job tagged before that head would still land behind every
 // job of the earlier transactions, seconds of work. So the clock also remembers the lowest tag
 // it handed out over the last second or two (a transaction commits well within that), and a
-// quiet organization's job goes before the lower of that and the head.
+// quiet organization's job goes before the lower of that and the head. And since late commits
+// step the head back, an organization counts as having work queued only while its last tag is
+// at or after the latest head seen (before it, the queue held none of its committed jobs).
 package fairshare
 
 import (
