@@ -123,7 +123,8 @@ func TestOutputsAreBounded(t *testing.T) {
 		require.Nil(t, grow[0]["output"])
 		e := grow[0]["error"].(map[string]any)
 		require.Equal(t, "output_too_large", e["code"])
-		require.Contains(t, e["message"], "2457613 bytes")
+		// A transform's value is its output: its params are over the bound before it runs.
+		require.Contains(t, e["message"], "the resolved params are 2457623 bytes")
 		require.Contains(t, e["message"], "1048576 bytes")
 	})
 
@@ -146,6 +147,32 @@ func TestOutputsAreBounded(t *testing.T) {
 		require.NoError(t, err)
 		require.LessOrEqual(t, len(raw), 1<<20)
 		require.Greater(t, len(raw), 900<<10)
+	})
+
+	t.Run("ResolvedParamsOverTheBoundRunNothing", func(t *testing.T) {
+		t.Parallel()
+		var hits atomic.Int64
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { hits.Add(1) }))
+		t.Cleanup(srv.Close)
+		b := sys.setup(t)
+		// Over the inline budget, the params are resolved by the worker under the full one,
+		// which could produce megabytes: they would be the attempt's recorded input.
+		b.workflow(t, "wf_params", 1, def([]string{manual,
+			`{"block_id":"call","type":"http.request","params":{"method":"POST","url":"` + srv.URL + `","body":"{{ input.s + input.s }}"}}`,
+		}, edge("start", "call")))
+		id := b.startRun(t, "wf_params", map[string]any{"input": map[string]any{"s": big}})
+		got := b.waitStatus(t, id, "failed")
+		require.Equal(t, "call", got["error"].(map[string]any)["block_id"])
+		for _, a := range attemptsOf(t, b, id, "call") {
+			e := a["error"].(map[string]any)
+			require.Equal(t, "output_too_large", e["code"])
+			require.Contains(t, e["message"], "the resolved params are")
+			require.Contains(t, e["message"], "1048576 bytes per attempt")
+			raw, err := json.Marshal(a["input"])
+			require.NoError(t, err)
+			require.Less(t, len(raw), 1<<10, "the input recorded is the params as written")
+		}
+		require.Zero(t, hits.Load(), "the request was never sent")
 	})
 
 	t.Run("SinksOverTheRunBoundTogether", func(t *testing.T) {

@@ -332,16 +332,12 @@ func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Res
 }
 
 // resolvedInput is the input to record for an attempt whose params its worker resolved
-// (run.StartAttempt.Resolved), marshalled here, outside the transaction; nil for the others.
+// (run.StartAttempt.Resolved, encoded by Prepare, outside the transaction); nil for the others.
 func resolvedInput(st run.StartAttempt) json.RawMessage {
 	if !st.Resolved || st.ParamErr != nil {
 		return nil
 	}
-	raw, err := json.Marshal(st.Params)
-	if err != nil {
-		return nil
-	}
-	return raw
+	return st.Input
 }
 
 // call runs the executor under the step's timeout. An attempt whose params could not be

@@ -3,6 +3,7 @@ package run
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"time"
 
 	"svc.dev/proto/connectors/expression"
@@ -66,8 +67,9 @@ type StartAttempt struct {
 	// Deferred says the params went over the inline budget when the attempt began: Params are
 	// the block's as written, and the attempt is not run inline; its worker resolves them
 	// under the full budget outside any transaction (Prepare). Resolved says Prepare did: the
-	// attempt's result carries them, to replace the recorded input.
+	// attempt's result carries them, to replace the recorded input (Input, their JSON).
 	Deferred, Resolved bool
+	Input              json.RawMessage
 
 	in     *Interpreter
 	budget *expression.Budget
@@ -89,6 +91,23 @@ func (st StartAttempt) Prepare() StartAttempt {
 	st.budget = expression.NewBudget(full)
 	st.Params, st.ParamErr = st.in.resolve(st.Block, st.Scope, st.budget)
 	st.Deferred, st.Resolved = false, true
+	if st.ParamErr != nil {
+		return st
+	}
+	// The resolved params are recorded as the attempt's input, and read back with its logs:
+	// they are held to the attempt's bound, as its output is, before the connector runs (the
+	// full budget lets an evaluation produce far more).
+	raw, err := json.Marshal(st.Params)
+	switch max := st.in.limits.AttemptOutput; {
+	case err != nil:
+		st.ParamErr = fmt.Errorf("the resolved params are not JSON: %w", err)
+	case len(raw) > max:
+		st.ParamErr = &expression.LimitError{Code: CodeOutputTooLarge, Message: fmt.Sprintf(
+			"the resolved params are %d bytes of JSON, over the bound of %d bytes per attempt (SVC_ATTEMPT_OUTPUT_MAX_BYTES); "+
+				"keep large data outside the run and pass a reference to it", len(raw), max)}
+	default:
+		st.Input = raw
+	}
 	return st
 }
 
