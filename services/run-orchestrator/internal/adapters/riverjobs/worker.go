@@ -229,8 +229,8 @@ func (q *Queue) execute(ctx context.Context, job *runstore.Job, c *runstore.Cach
 // prepare resolves the params of an attempt that went over the inline budget, under the full
 // budget. Such evaluations take turns on a replica (heavy: half its cores, at least one,
 // shared with the writes of huge results, heavyWrite), so however many an organization starts
-// at once, they hold a bounded share of the CPU and the light work of others keeps the rest. An attempt whose run ends while it waits fails with
-// why (its result is then ignored).
+// at once, they hold a bounded share of the CPU and the light work of others keeps the rest.
+// An attempt whose run ends while it waits fails with why (its result is then ignored).
 func (q *Queue) prepare(ctx context.Context, st run.StartAttempt) run.StartAttempt {
 	if !st.Deferred {
 		return st.Prepare()

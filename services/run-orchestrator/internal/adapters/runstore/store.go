@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -70,6 +71,8 @@ type Store struct {
 	log     *slog.Logger
 	// eager, when set, offers to finish new runs at their dispatch (eager.go).
 	eager EagerFunc
+	// order keeps each run's changes reaching the feed in commit order.
+	order publishOrder
 }
 
 // New builds the store. replica names this process in step_attempts.replica.
@@ -244,6 +247,11 @@ func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn
 		}
 	}
 	writes.Queue("COMMIT")
+	// The run's next transaction can commit as soon as this one did, on another worker: its
+	// changes must not reach the feed first. Taken while the run's row is locked, the turn
+	// holds that next commit's publication until this one's is done.
+	done := s.order.hold(runID)
+	defer done()
 	if err := conn.SendBatch(ctx, writes).Close(); err != nil {
 		rollback(ctx, conn)
 		return run.Outcome{}, fmt.Errorf("write run %s: %w", runID, err)
@@ -257,4 +265,42 @@ func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn
 		s.events.Publish(admitted)
 	}
 	return o, nil
+}
+
+// publishOrder puts the publications of one run's commits in commit order within this
+// replica. A commit takes the run's turn before it is sent, while the run's row is still
+// locked, and gives it back once its changes are published; the run's next transaction, which
+// waited for that row lock, takes the turn before its own commit, so it cannot publish first.
+type publishOrder struct {
+	mu   sync.Mutex
+	runs map[string]*runTurn
+}
+
+type runTurn struct {
+	mu      sync.Mutex
+	waiting int // holders and waiters: the entry goes when it reaches zero
+}
+
+// hold takes runID's turn and returns its release.
+func (p *publishOrder) hold(runID string) (release func()) {
+	p.mu.Lock()
+	if p.runs == nil {
+		p.runs = map[string]*runTurn{}
+	}
+	t := p.runs[runID]
+	if t == nil {
+		t = &runTurn{}
+		p.runs[runID] = t
+	}
+	t.waiting++
+	p.mu.Unlock()
+	t.mu.Lock()
+	return func() {
+		t.mu.Unlock()
+		p.mu.Lock()
+		if t.waiting--; t.waiting == 0 {
+			delete(p.runs, runID)
+		}
+		p.mu.Unlock()
+	}
 }
