@@ -98,13 +98,13 @@ func (st StartAttempt) Prepare() StartAttempt {
 	// they are held to the attempt's bound, as its output is, before the connector runs (the
 	// full budget lets an evaluation produce far more).
 	raw, err := json.Marshal(st.Params)
-	switch max := st.in.limits.AttemptOutput; {
+	switch bound := st.in.limits.AttemptOutput; {
 	case err != nil:
 		st.ParamErr = fmt.Errorf("the resolved params are not JSON: %w", err)
-	case len(raw) > max:
+	case len(raw) > bound:
 		st.ParamErr = &expression.LimitError{Code: CodeOutputTooLarge, Message: fmt.Sprintf(
 			"the resolved params are %d bytes of JSON, over the bound of %d bytes per attempt (SVC_ATTEMPT_OUTPUT_MAX_BYTES); "+
-				"keep large data outside the run and pass a reference to it", len(raw), max)}
+				"keep large data outside the run and pass a reference to it", len(raw), bound)}
 	default:
 		st.Input = raw
 	}
