@@ -1,41 +1,13 @@
 import { render } from "preact";
 import { useEffect, useMemo, useRef, useState } from "preact/hooks";
-import { APIError, attemptOver, call, finished, get, onRateLimit, post, type Attempt, type RateNotice, type Run, type Workflow } from "./api";
+import { attemptOver, call, finished, get, onRateLimit, post, type Attempt, type RateNotice, type Run, type Workflow } from "./api";
 import { Docs } from "./docs";
 import { RunFollower } from "./follower";
 import { Graph } from "./graph";
-import { PagedList, RunsList, type Model } from "./lists";
+import { PagedList, RunsList } from "./lists";
+import { A, ErrorBox, Failed, Json, More, Status, navigate, sentence, useLoad, useModel, usePath, when } from "./ui";
+import { WorkflowPage } from "./workflow";
 import "./style.css";
-
-// --- routing: the History API; the gateway answers every console path with index.html.
-const navigate = (to: string) => {
-  history.pushState(null, "", to);
-  dispatchEvent(new PopStateEvent("popstate"));
-};
-function usePath() {
-  const [path, setPath] = useState(location.pathname + location.search);
-  useEffect(() => {
-    const on = () => setPath(location.pathname + location.search);
-    addEventListener("popstate", on);
-    return () => removeEventListener("popstate", on);
-  }, []);
-  return path;
-}
-const A = ({ href, children, ...rest }: any) => (
-  <a href={href} onClick={(e: MouseEvent) => { if (!e.ctrlKey && !e.metaKey) { e.preventDefault(); navigate(href); } }} {...rest}>{children}</a>
-);
-
-// sentence ends a message with a full stop, so that another sentence can follow it.
-const sentence = (m: string) => (/[.!?]$/.test(m) ? m : m + ".");
-
-const ErrorBox = ({ err }: { err: unknown }) =>
-  err ? (
-    <p class="error" role="alert">
-      {err instanceof APIError
-        ? <><code>{err.code}</code> {err.message !== err.code ? (err.retryAfterMs ? sentence(err.message) : err.message) : ""}{err.retryAfterMs ? ` Try again in ${Math.ceil(err.retryAfterMs / 1000)} s.` : ""}</>
-        : String(err)}
-    </p>
-  ) : null;
 
 // RateLimited shows a request waiting out a 429: the contract's code and message, and when it
 // is sent again.
@@ -55,51 +27,6 @@ function RateLimited() {
     </p>
   );
 }
-
-const Json = ({ v }: { v: unknown }) => <pre class="json">{v === undefined ? "—" : JSON.stringify(v, null, 2)}</pre>;
-const when = (t?: string | null) => (t ? new Date(t).toLocaleString() : "—");
-const Status = ({ s }: { s: string }) => <span class={`status s-${s}`} data-status={s}>{s}</span>;
-
-// useLoad runs a loader and keeps its result, its error, and a reload.
-function useLoad<T>(load: () => Promise<T>, deps: unknown[]) {
-  const [state, setState] = useState<{ data?: T; err?: unknown; loading: boolean }>({ loading: true });
-  const [n, setN] = useState(0);
-  useEffect(() => {
-    let live = true;
-    load().then((data) => live && setState({ data, loading: false }), (err) => live && setState({ err, loading: false }));
-    return () => { live = false; };
-  }, [...deps, n]);
-  return { ...state, reload: () => setN((x) => x + 1) };
-}
-
-// useModel makes a model (lists.ts, follower.ts) when deps change, starts it while the page
-// shows it, and renders the page each time it changes.
-function useModel<M extends Model>(make: (changed: () => void) => M, deps: unknown[]): M {
-  const [, bump] = useState(0);
-  const live = useRef(true);
-  useEffect(() => () => { live.current = false; }, []);
-  const m = useMemo(() => make(() => { if (live.current) bump((x) => x + 1); }), deps);
-  useEffect(() => {
-    m.start();
-    return () => m.stop();
-  }, [m]);
-  return m;
-}
-
-// More is the end of a list: "Load more" while there is a next page.
-function More({ list, what }: { list: PagedList<any>; what: string }) {
-  return (
-    <div class="more">
-      <ErrorBox err={list.moreErr} />
-      {list.loaded && list.items.length > 0 && <span class="count" data-testid="count">{list.items.length} {list.items.length === 1 ? what.replace(/s$/, "") : what}{list.next ? " loaded" : ""}</span>}
-      {list.next && <button onClick={() => list.more()} disabled={list.loadingMore}>{list.loadingMore ? "Loading…" : "Load more"}</button>}
-    </div>
-  );
-}
-
-// Failed is a list whose first page could not be read.
-const Failed = ({ list }: { list: PagedList<any> }) =>
-  list.err ? <div><ErrorBox err={list.err} /><button onClick={() => list.retry()}>Try again</button></div> : null;
 
 // --- auth
 function SignIn({ up, onDone }: { up: boolean; onDone: () => void }) {
@@ -252,45 +179,6 @@ function Workflows() {
         </tbody>
       </table>
       <More list={list} what="workflows" />
-    </section>
-  );
-}
-
-function WorkflowPage({ id }: { id: string }) {
-  const wf = useLoad(() => get<Workflow>(`/api/workflows/${id}`), [id]);
-  const [err, setErr] = useState<unknown>();
-  const [input, setInput] = useState("{}");
-  const start = async () => {
-    setErr(undefined);
-    try {
-      const r = await post<{ runId: string }>(`/api/workflows/${id}/run`, { input: JSON.parse(input || "{}") });
-      navigate(`/runs/${r.runId}`);
-    } catch (x) { setErr(x); }
-  };
-  if (wf.err) return <ErrorBox err={wf.err} />;
-  if (!wf.data) return <p>Loading…</p>;
-  const w = wf.data, verrs = w.validation_errors || [];
-  return (
-    <section>
-      <h1>{w.name} <small>v{w.version} · <code>{w.id}</code></small></h1>
-      {w.description && <p>{w.description}</p>}
-      <div class="card">
-        <Graph def={w.definition || { blocks: [], edges: [] }} errors={verrs} />
-      </div>
-      {verrs.length > 0 && (
-        <div class="card">
-          <h2>Validation errors</h2>
-          <ul class="verrs">{verrs.map((e, i) => <li key={i}><code>{e.code}</code> {e.block_id && <b>{e.block_id}</b>}: {e.message}</li>)}</ul>
-        </div>
-      )}
-      <div class="card">
-        <h2>Start a run</h2>
-        <textarea aria-label="Run input" rows={3} value={input} onInput={(e) => setInput((e.target as HTMLTextAreaElement).value)} />
-        <button onClick={start} disabled={verrs.length > 0}>Start run</button> <A href={`/runs?workflowId=${w.id}`}>Runs of this workflow</A>
-        {verrs.length > 0 && <p class="hint">Fix the validation errors above (<code>svc ops apply</code> or <code>POST /api/workflows/:id/operations</code>) to run it.</p>}
-        <ErrorBox err={err} />
-      </div>
-      <details><summary>JSON</summary><Json v={w} /></details>
     </section>
   );
 }
