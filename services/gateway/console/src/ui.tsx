@@ -78,3 +78,18 @@ export function More({ list, what }: { list: PagedList<any>; what: string }) {
 export const Failed = ({ list }: { list: PagedList<any> }) =>
   list.err ? <div><ErrorBox err={list.err} /><button onClick={() => list.retry()}>Try again</button></div> : null;
 
+
+// parseJSON reads text a person typed as JSON. An empty text is `empty`; text that is not JSON
+// throws an Error that says so in words, with the line and column where reading stopped.
+export function parseJSON(text: string, what: string, empty: unknown = undefined): unknown {
+  if (!text.trim()) return empty;
+  try {
+    return JSON.parse(text);
+  } catch (x) {
+    const m = /position (\d+)/.exec(String((x as Error).message));
+    if (!m) throw new Error(`${what} is not valid JSON.`);
+    const at = Number(m[1]), before = text.slice(0, at), line = before.split("\n").length;
+    const col = at - before.lastIndexOf("\n");
+    throw new Error(`${what} is not valid JSON: reading stopped at line ${line}, column ${col}${at < text.length ? ` (at “${text.slice(at, at + 12)}”)` : " (the text ends too early)"}.`);
+  }
+}
