@@ -111,8 +111,8 @@ const maxRetries = 4, maxWait = 60_000;
 // shown (onRateLimit) and the request sent again once its retryAfterMs has passed: the gateway
 // refuses it before any service sees it (and the auth layer refuses before it acts), so sending
 // it again is safe for every method.
-export async function call<T = any>(method: string, path: string, body?: unknown, signal?: AbortSignal): Promise<T> {
-  const init: RequestInit = { method, credentials: "same-origin", headers: {}, signal };
+export async function call<T = any>(method: string, path: string, body?: unknown, signal?: AbortSignal, headers: Record<string, string> = {}): Promise<T> {
+  const init: RequestInit = { method, credentials: "same-origin", headers: { ...headers }, signal };
   if (body !== undefined) {
     init.body = JSON.stringify(body);
     (init.headers as Record<string, string>)["Content-Type"] = "application/json";
