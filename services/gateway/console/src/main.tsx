@@ -6,7 +6,7 @@ import { RunFollower } from "./follower";
 import { Graph } from "./graph";
 import { PagedList, RunsList } from "./lists";
 import { A, ErrorBox, Failed, Json, More, Status, navigate, sentence, useLoad, useModel, usePath, when } from "./ui";
-import { WorkflowPage } from "./workflow";
+import { NewWorkflow, WorkflowPage } from "./workflow";
 import "./style.css";
 
 // RateLimited shows a request waiting out a 429: the contract's code and message, and when it
@@ -163,11 +163,12 @@ function Workflows() {
   return (
     <section>
       <h1>Workflows</h1>
+      <p><A href="/workflows/new" class="button">New workflow</A></p>
       <input type="search" aria-label="Search workflows" placeholder="Search by name or id" value={q} onInput={(e) => setQ((e.target as HTMLInputElement).value)} />
       {needle && list.next && <small class="hint"> Searching the {list.items.length} workflows loaded: load more to search further.</small>}
       <Failed list={list} />
       {!list.loaded && !list.err && <p>Loading…</p>}
-      {list.loaded && list.items.length === 0 && <p class="empty">No workflows yet. Create one with <code>svc workflows create --name hello -f definition.json</code> or <code>POST /api/workflows</code>, then open it here to see its graph and start runs.</p>}
+      {list.loaded && list.items.length === 0 && <p class="empty">No workflows yet. <A href="/workflows/new">Create one here</A> and build it block by block, or send a definition with <code>svc workflows create --name hello -f definition.json</code> or <code>POST /api/workflows</code>.</p>}
       {list.items.length > 0 && shown.length === 0 && (
         <p class="empty">No workflow{list.next ? " loaded" : ""} matches “{q}”.{WF_ID.test(needle) && <> <A href={`/workflows/${needle}`}>Open {needle}</A></>}</p>
       )}
@@ -451,7 +452,8 @@ function App() {
   }
   const seg = u.split("/").filter(Boolean);
   let page;
-  if (seg[0] === "workflows" && seg[1]) page = <WorkflowPage id={seg[1]} />;
+  if (seg[0] === "workflows" && seg[1] === "new") page = <NewWorkflow />;
+  else if (seg[0] === "workflows" && seg[1]) page = <WorkflowPage id={seg[1]} />;
   else if (seg[0] === "runs" && seg[1]) page = <RunPage id={seg[1]} />;
   else if (seg[0] === "runs") page = <Runs query={query} />;
   else if (seg[0] === "schedules") page = <Schedules />;
