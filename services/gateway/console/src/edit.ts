@@ -208,3 +208,30 @@ export function paramChanges(before: Record<string, unknown>, after: Record<stri
   for (const k of Object.keys(before)) if (!(k in after)) out[k] = null;
   return out;
 }
+
+// replay is the definition after a batch the API answered: the ops it did not skip, applied
+// in order as the API applies them (add: its params without nulls; update: merged by key, a
+// null removes; remove: the block and its edges; connect; disconnect). With If-Match the
+// batch ran on exactly the definition held, so this is the stored definition, and the page
+// need not read the workflow again (each read spends a rate-limit token).
+export function replay(def: Definition, ops: Op[], skipped: Skipped[]): Definition {
+  const skip = new Set(skipped.map((s) => s.operation_index));
+  let blocks = def.blocks.map((b) => ({ ...b })), edges = [...def.edges];
+  const clean = (p: Record<string, unknown> = {}) => Object.fromEntries(Object.entries(p).filter(([, v]) => v !== null));
+  ops.forEach((op, i) => {
+    if (skip.has(i)) return;
+    switch (op.operation_type) {
+      case "add": blocks.push({ block_id: op.block_id, type: op.type!, params: clean(op.params) }); break;
+      case "update":
+        blocks = blocks.map((b) => (b.block_id === op.block_id ? { ...b, params: clean({ ...(b.params || {}), ...(op.params || {}) }) } : b));
+        break;
+      case "remove":
+        blocks = blocks.filter((b) => b.block_id !== op.block_id);
+        edges = edges.filter((e) => e.block_id !== op.block_id && e.target_block_id !== op.block_id);
+        break;
+      case "connect": edges.push({ block_id: op.block_id, target_block_id: op.target_block_id!, ...(op.branch ? { branch: op.branch } : {}) }); break;
+      case "disconnect": edges = edges.filter((e) => !(e.block_id === op.block_id && e.target_block_id === op.target_block_id)); break;
+    }
+  });
+  return { blocks, edges };
+}

@@ -10,7 +10,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { APIError, call, get, post, type Block, type Definition, type Workflow } from "./api";
 import {
   type Op, type OpsResult, type Problem, type Sent, type Skipped, type VError, changes, fixBatch, fixOp, fixValidation,
-  freeId, paramChanges, plain, problemsOf, refsFor, renameOps, triggerOf,
+  freeId, paramChanges, plain, problemsOf, refsFor, renameOps, replay, triggerOf,
 } from "./edit";
 import { EditGraph, type Selection } from "./editgraph";
 import { type Connector, type FieldError, type Raw, fieldsOf, fromRaw, oneOfRequired, pointerParts, toRaw } from "./schema";
@@ -81,8 +81,7 @@ export function WorkflowPage({ id }: { id: string }) {
       const result = await call<OpsResult>("POST", `/api/workflows/${id}/operations`, { ops }, undefined, { "If-Match": `"${wf.version}"` });
       setSent({ ops, result, what });
       setConflict(null);
-      // The answer has no definition: read the workflow again when something applied.
-      if (result.version !== wf.version) setWf(await get<Workflow>(`/api/workflows/${id}`));
+      setWf(after(wf, ops, result));
       return result;
     } catch (x) {
       if (x instanceof APIError && x.status === 412) {
@@ -208,7 +207,7 @@ export function WorkflowPage({ id }: { id: string }) {
     try {
       const result = await call<OpsResult>("POST", `/api/workflows/${id}/operations`, { ops }, undefined, { "If-Match": `"${now.version}"` });
       setSent({ ops, result, what });
-      if (result.version !== now.version) setWf(await get<Workflow>(`/api/workflows/${id}`));
+      setWf(after(now, ops, result));
     } catch (x) {
       if (x instanceof APIError && x.status === 412) {
         const again = await get<Workflow>(`/api/workflows/${id}`).catch(() => now);
@@ -217,6 +216,12 @@ export function WorkflowPage({ id }: { id: string }) {
     } finally { setBusy(false); }
   }
 }
+
+// after is the workflow once a batch was answered: the answer has no definition, so the ops
+// that applied are replayed on the one held (edit.ts, replay).
+const after = (w: Workflow, ops: Op[], r: OpsResult): Workflow =>
+  r.version === w.version ? { ...w, validation_errors: r.validation_errors }
+    : { ...w, version: r.version, validation_errors: r.validation_errors, definition: replay(defOf(w), ops, r.skipped_items), updatedAt: new Date().toISOString() };
 
 type Apply = (ops: Op[], what: string) => Promise<OpsResult | null>;
 

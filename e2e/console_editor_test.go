@@ -1,0 +1,88 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"svc.dev/e2e/harness"
+)
+
+// TestConsoleEditor builds a workflow in the console with the UI alone, from an organization
+// with no workflow (console/editor.mjs, in Debian's chromium): a manual trigger with an input
+// schema, an http.request whose URL is made with the template helper, a condition with a
+// transform on each branch, one of them with a reference to a block that does not exist on
+// purpose, fixed with the did_you_mean button the validation error offers; a change the API
+// skips shown on its field; blocks connected from the graph's handle, disconnected, removed
+// and renamed. It starts a run from the form generated from the input schema (a wrong value
+// named on its field first), watches it complete, starts one that waits for a signal, edits
+// the workflow meanwhile (and meets a concurrent edit: the 412 lists it and the change is sent
+// again), and shows the waiting run finish on the version it started with. It schedules the
+// workflow from its page, and opens a workflow of a hundred blocks whose boxes must not
+// overlap.
+func TestConsoleEditor(t *testing.T) {
+	t.Parallel()
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		skipUnlessRequired(t, "chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
+	}
+	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"path":"` + strings.ReplaceAll(r.URL.Path, `"`, "") + `","in_stock":true}`))
+	}))
+	t.Cleanup(echo.Close)
+	// The editor spends a token per change; a person building a workflow is slower than this
+	// script, which the default limit would hold up for minutes (the wait is shown, not failed).
+	sys := harness.Start(t, harness.Options{
+		TrustGateway: true,
+		Env:          map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000"},
+		ServiceEnv:   map[harness.Service]map[string]string{harness.Orchestrator: {"SVC_HTTP_ALLOW_PRIVATE": "1"}},
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	work := t.TempDir()
+	for _, f := range []string{"editor.mjs", "axe.mjs"} {
+		src, err := os.ReadFile(filepath.Join(consoleDir, f))
+		if os.IsNotExist(err) && f == "axe.mjs" {
+			continue
+		}
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(work, f), src, 0o644))
+	}
+	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
+	shots := t.TempDir()
+	if dir := os.Getenv("SVC_CONSOLE_SCREENSHOTS"); dir != "" {
+		shots, err = filepath.Abs(filepath.Join("..", dir))
+		require.NoError(t, err)
+	}
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(work, "editor.mjs"))
+	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser, "SHOTS="+shots, "ECHO_URL="+echo.URL,
+		"EMAIL=editor-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com")
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err = cmd.Run()
+	require.NoError(t, err, "editor.mjs:\n%s", out.String())
+	require.Contains(t, out.String(), "\nok\n", out.String())
+	for _, m := range regexp.MustCompile(`(?m)^(shown: |batches sent: ).*$`).FindAllString(out.String(), -1) {
+		t.Log(m)
+	}
+	for _, f := range []string{"console-editor.png", "console-editor-hint.png"} {
+		st, err := os.Stat(filepath.Join(shots, f))
+		require.NoError(t, err)
+		require.Positive(t, st.Size())
+	}
+}
