@@ -7,9 +7,10 @@
 //
 //	devstack [-no-build] [-only gateway,identity] [-root DIR] [-health-timeout 60s] [-stop-timeout 15s]
 //
-// It reads SVC_DATABASE_URL, SVC_REDIS_URL, SVC_INTERNAL_SECRET and every SVC_*_ADDR and
-// SVC_*_URL of the services; it passes its whole environment on to the services, so any other
-// SVC_* or OTEL_* setting exported before it reaches every one of them.
+// It reads SVC_DATABASE_URL, SVC_REDIS_URL, SVC_INTERNAL_SECRET (unset, it generates one once
+// and keeps it in .devstack/internal-secret) and every SVC_*_ADDR and SVC_*_URL of the
+// services; it passes its whole environment on to the services, so any other SVC_* or OTEL_*
+// setting exported before it reaches every one of them.
 package main
 
 import (
@@ -54,7 +55,7 @@ func main() {
 // config is everything devstack reads from its flags, its environment and the machine.
 type config struct {
 	root          string        // repository root: holds go.work, services/ and .devstack/
-	stateDir      string        // <root>/.devstack: binaries, private Postgres and Redis
+	stateDir      string        // <root>/.devstack: binaries, the kept secret, private Postgres and Redis
 	noBuild       bool          // use the binaries of an earlier build
 	only          []string      // start only these services; empty means all
 	healthTimeout time.Duration // how long the services together may take to answer /health
@@ -153,10 +154,6 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 	if err != nil {
 		return err
 	}
-	secret, generated, err := internalSecret(env)
-	if err != nil {
-		return err
-	}
 	for _, s := range selected {
 		if perr := checkPortFree(eps.addr[s.name]); perr != nil {
 			return fmt.Errorf("%s cannot listen on %s=%s: %w (is an earlier run still up? set %s to move it)",
@@ -182,6 +179,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 	publicURL, err := baseURL(eps.addr["gateway"])
 	if err != nil {
 		return fmt.Errorf("SVC_PUBLIC_ADDR: %w", err)
+	}
+	// Last of the checks: a run that stops at a typo writes no secret.
+	secret, err := internalSecret(env, cfg.stateDir)
+	if err != nil {
+		return err
 	}
 	width := len("postgres")
 	for _, s := range selected {
@@ -242,7 +244,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 	overrides := map[string]string{
 		envDatabaseURL:    db.url,
 		envRedisURL:       rd.url,
-		envInternalSecret: secret,
+		envInternalSecret: secret.value,
 	}
 	for k, v := range eps.vars {
 		overrides[k] = v
@@ -258,8 +260,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 		overrides["SVC_MAIL"] = "log"
 	}
 	childEnv := mergeEnv(cfg.env, overrides)
-	if generated {
-		say("%s: generated a random one for this run", envInternalSecret)
+	switch {
+	case secret.fresh:
+		say("%s: generated a random one, kept in %s for the next runs", envInternalSecret, secret.file)
+	case secret.file != "":
+		say("%s: the one kept in %s (sessions and saved logins stay valid)", envInternalSecret, secret.file)
 	}
 
 	client := &http.Client{Timeout: 2 * time.Second}

@@ -269,6 +269,33 @@ func TestRun(t *testing.T) {
 		require.Error(t, err, "the gateway is gone")
 	})
 
+	// A restart on the same state folder keeps the secret it generated, so what identity
+	// signed before (a browser's cookie, a saved `svc login`) stays valid.
+	t.Run("RestartKeepsTheSecret", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, false)
+		secretOfARun := func() string {
+			t.Helper()
+			out := &testkit.SyncBuffer{}
+			ctx, cancel := context.WithCancel(t.Context())
+			done := make(chan error, 1)
+			go func() { done <- run(ctx, bundle.cfg, testLog(t), out) }()
+			require.Eventually(t, func() bool { return strings.Contains(out.String(), "svc is up: ") },
+				30*time.Second, 20*time.Millisecond, "output so far:\n%s", out)
+			var env map[string]string
+			getJSON(t, "http://127.0.0.1:"+strconv.Itoa(bundle.ports["identity"])+"/env", &env)
+			cancel()
+			require.NoError(t, <-done)
+			return env[envInternalSecret]
+		}
+		first := secretOfARun()
+		file := filepath.Join(bundle.cfg.stateDir, secretFile)
+		kept, err := os.ReadFile(file)
+		require.NoError(t, err)
+		require.Equal(t, first+"\n", string(kept))
+		require.Equal(t, first, secretOfARun(), "the second run uses the kept secret")
+	})
+
 	t.Run("PrivatePostgresAndRedis", func(t *testing.T) {
 		t.Parallel()
 		if testing.Short() {

@@ -3,8 +3,12 @@ package main
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -166,22 +170,73 @@ func baseURL(publicAddr string) (string, error) {
 	return dialURL(publicAddr, "localhost")
 }
 
-// internalSecret returns the user's SVC_INTERNAL_SECRET, or a fresh random one: the gateway and
-// the services only need to agree within this run, and a fixed default would end up used
-// somewhere it should not be.
-func internalSecret(env map[string]string) (secret string, generated bool, err error) {
+// secretFile is the file of the state folder that keeps the internal secret devstack made.
+const secretFile = "internal-secret"
+
+// secret is the internal secret every service shares, and where it came from.
+type secret struct {
+	value string
+	file  string // where it is kept; empty when SVC_INTERNAL_SECRET set it
+	fresh bool   // made by this run
+}
+
+// internalSecret returns the user's SVC_INTERNAL_SECRET; else the one an earlier run kept in
+// stateDir; else a fresh random one, which it keeps there (mode 0600) for the next runs.
+// Identity signs session cookies with a key derived from it, so a new secret on every start
+// would sign out every browser and every saved `svc login` (and `svc logout --revoke`,
+// which needs the session, would fail); a fixed default would end up used somewhere it
+// should not be.
+func internalSecret(env map[string]string, stateDir string) (secret, error) {
 	if s, ok := env[envInternalSecret]; ok {
 		if len(s) < minSecretLen {
-			return "", false, fmt.Errorf("%s must be at least %d bytes (it has %d); unset it to get a random one",
+			return secret{}, fmt.Errorf("%s must be at least %d bytes (it has %d); unset it to get a random one",
 				envInternalSecret, minSecretLen, len(s))
 		}
-		return s, false, nil
+		return secret{value: s}, nil
 	}
-	b := make([]byte, minSecretLen)
-	if _, err := rand.Read(b); err != nil {
-		return "", false, fmt.Errorf("generate %s: %w", envInternalSecret, err)
+	file := filepath.Join(stateDir, secretFile)
+	b, err := os.ReadFile(file)
+	switch {
+	case err == nil:
+		s := strings.TrimSpace(string(b))
+		if len(s) < minSecretLen {
+			return secret{}, fmt.Errorf("%s holds %d bytes, fewer than the %d of a secret; delete it to get a new one "+
+				"(sessions signed with the old one end)", file, len(s), minSecretLen)
+		}
+		return secret{value: s, file: file}, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return secret{}, fmt.Errorf("read the kept %s: %w", envInternalSecret, err)
 	}
-	return hex.EncodeToString(b), true, nil
+	raw := make([]byte, minSecretLen)
+	if _, err := rand.Read(raw); err != nil {
+		return secret{}, fmt.Errorf("generate %s: %w", envInternalSecret, err)
+	}
+	s := hex.EncodeToString(raw)
+	if err := writeSecret(file, s); err != nil {
+		return secret{}, fmt.Errorf("keep %s: %w", envInternalSecret, err)
+	}
+	return secret{value: s, file: file, fresh: true}, nil
+}
+
+// writeSecret writes s to file, readable by its owner only, all at once: a temporary file of
+// the same folder renamed over it, so that a run stopped halfway leaves no partial secret.
+func writeSecret(file, s string) error {
+	if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(file), secretFile+".*.tmp") // mode 0600
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after a failure
+	if _, err := tmp.WriteString(s + "\n"); err != nil {
+		_ = tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), file)
 }
 
 // mergeEnv returns parent with overrides applied: every parent variable passes through (so each

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -139,30 +141,65 @@ func TestBaseURL(t *testing.T) {
 func TestInternalSecret(t *testing.T) {
 	t.Parallel()
 
-	t.Run("Generated", func(t *testing.T) {
+	t.Run("GeneratedAndKept", func(t *testing.T) {
 		t.Parallel()
-		a, generated, err := internalSecret(map[string]string{})
+		dir := filepath.Join(t.TempDir(), ".devstack") // not there yet
+		first, err := internalSecret(map[string]string{}, dir)
 		require.NoError(t, err)
-		require.True(t, generated)
-		require.GreaterOrEqual(t, len(a), minSecretLen)
-		b, _, err := internalSecret(map[string]string{})
+		require.True(t, first.fresh)
+		require.GreaterOrEqual(t, len(first.value), minSecretLen)
+		file := filepath.Join(dir, secretFile)
+		require.Equal(t, file, first.file)
+		info, err := os.Stat(file)
 		require.NoError(t, err)
-		require.NotEqual(t, a, b)
+		require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), "only its owner reads it")
+
+		// The next start uses it again: cookies signed before the restart stay valid.
+		again, err := internalSecret(map[string]string{}, dir)
+		require.NoError(t, err)
+		require.Equal(t, secret{value: first.value, file: file}, again)
+
+		// Another state folder, another secret.
+		other, err := internalSecret(map[string]string{}, t.TempDir())
+		require.NoError(t, err)
+		require.NotEqual(t, first.value, other.value)
+
+		entries, err := os.ReadDir(dir)
+		require.NoError(t, err)
+		require.Len(t, entries, 1, "no temporary file is left beside it")
 	})
 
-	t.Run("UsersKept", func(t *testing.T) {
+	t.Run("UsersWinsAndTouchesNoFile", func(t *testing.T) {
 		t.Parallel()
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, secretFile), []byte(strings.Repeat("f", 64)+"\n"), 0o600))
 		want := strings.Repeat("k", 32)
-		got, generated, err := internalSecret(map[string]string{envInternalSecret: want})
+		got, err := internalSecret(map[string]string{envInternalSecret: want}, dir)
 		require.NoError(t, err)
-		require.False(t, generated)
-		require.Equal(t, want, got)
+		require.Equal(t, secret{value: want}, got)
+
+		empty := t.TempDir()
+		_, err = internalSecret(map[string]string{envInternalSecret: want}, empty)
+		require.NoError(t, err)
+		entries, err := os.ReadDir(empty)
+		require.NoError(t, err)
+		require.Empty(t, entries, "nothing is written when the environment sets it")
 	})
 
 	t.Run("TooShort", func(t *testing.T) {
 		t.Parallel()
-		_, _, err := internalSecret(map[string]string{envInternalSecret: "short"})
+		_, err := internalSecret(map[string]string{envInternalSecret: "short"}, t.TempDir())
 		require.ErrorContains(t, err, envInternalSecret)
+	})
+
+	t.Run("KeptFileTooShort", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		file := filepath.Join(dir, secretFile)
+		require.NoError(t, os.WriteFile(file, []byte("short\n"), 0o600))
+		_, err := internalSecret(map[string]string{}, dir)
+		require.ErrorContains(t, err, file)
+		require.ErrorContains(t, err, "delete it")
 	})
 }
 
