@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"sync"
 	"testing"
@@ -105,6 +106,44 @@ func TestSchedules(t *testing.T) {
 			r := u.c.get("/api/schedules")
 			require.Equal(t, http.StatusOK, r.Status, r.Raw)
 			require.Empty(t, arr(t, r.Body["items"]), "nothing refused was stored")
+		})
+
+		t.Run("PreviewBeforeSaving", func(t *testing.T) {
+			t.Parallel()
+			u := newSchedUser(t, sys, "sched-preview")
+			wf := u.workflow("preview", wfDef(wfBlocks(wfTrigger(nil))))
+			// January the first, Paris time: what the preview says is what the schedule gets.
+			q := "/api/schedules/preview?cron=" + url.QueryEscape("0 9 1 1 *") + "&timezone=Europe/Paris"
+			r := u.c.get(q)
+			require.Equal(t, http.StatusOK, r.Status, r.Raw)
+			require.NotEmpty(t, r.Header.Get("RateLimit-Remaining"), "guarded and rate limited like any schedule route")
+			next := arr(t, r.Body["next"])
+			require.Len(t, next, 5)
+			paris, err := time.LoadLocation("Europe/Paris")
+			require.NoError(t, err)
+			for i, v := range next {
+				at := stamp(t, v).In(paris)
+				require.Equal(t, []int{1, 1, 9}, []int{int(at.Month()), at.Day(), at.Hour()}, v)
+				if i > 0 {
+					require.Equal(t, stamp(t, next[i-1]).Year()+1, at.Year(), "one a year")
+				}
+			}
+			s := u.c.post("/api/schedules", map[string]any{"workflowId": wf, "cron": "0 9 1 1 *", "timezone": "Europe/Paris"})
+			require.Equal(t, http.StatusCreated, s.Status, s.Raw)
+			require.Equal(t, next[0], s.Body["nextFireAt"])
+
+			for _, tc := range []struct{ query, says string }{
+				{"cron=" + url.QueryEscape("99 * * * *"), "field 1 (minute)"},
+				{"cron=%40fortnightly", "not a known descriptor"},
+				{"cron=%40daily&timezone=America%2FGotham", "not an IANA time zone"},
+				{"", "cron is empty"},
+			} {
+				r := u.c.get("/api/schedules/preview?" + tc.query)
+				requireError(t, r, http.StatusBadRequest, "invalid_cron")
+				require.Contains(t, r.Body["message"], tc.says, r.Raw)
+			}
+			// Without credentials: 401, like every guarded route.
+			requireError(t, call(t, http.MethodGet, sys.BaseURL+q, nil), http.StatusUnauthorized, "unauthorized")
 		})
 
 		t.Run("WorkflowNotFoundAndOtherOrganizations", func(t *testing.T) {

@@ -93,6 +93,7 @@ var routeCodes = map[string][]string{ //nolint:gochecknoglobals // error table
 	"createSchedule":         {"invalid_body", "invalid_cron", "workflow_not_found"},
 	"listSchedules":          {"invalid_query", "not_found"},
 	"getSchedule":            {"not_found"},
+	"previewSchedule":        {"invalid_cron"},
 	"updateSchedule":         {"invalid_body", "invalid_cron", "not_found", "workflow_not_found"},
 	"deleteSchedule":         {"not_found"},
 	"tick":                   {"invalid_body"},

@@ -29,6 +29,7 @@ type Commands struct {
 type Queries struct {
 	GetSchedule   query.GetScheduleHandler
 	ListSchedules query.ListSchedulesHandler
+	PreviewCron   query.PreviewCronHandler
 }
 
 // New wires the use cases; now is the clock.
@@ -45,6 +46,7 @@ func New(repo schedule.Repository, queue schedule.FireQueue, workflows command.W
 		Queries: Queries{
 			GetSchedule:   query.NewGetScheduleHandler(repo),
 			ListSchedules: query.NewListSchedulesHandler(repo, workflows),
+			PreviewCron:   query.NewPreviewCronHandler(now),
 		},
 	}
 }

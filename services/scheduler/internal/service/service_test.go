@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -428,6 +429,41 @@ func TestSchedules(t *testing.T) {
 		requireError(t, other.do(t, "GET", "/api/schedules/"+ids[0], nil), 404, "not_found")
 		requireError(t, other.do(t, "PATCH", "/api/schedules/"+ids[0], map[string]any{"enabled": false}), 404, "not_found")
 		requireError(t, other.do(t, "DELETE", "/api/schedules/"+ids[0], nil), 404, "not_found")
+	})
+
+	t.Run("PreviewListsTheNextFireTimes", func(t *testing.T) {
+		t.Parallel()
+		b := sys.setup(t)
+		now := sys.clock.Now() // 2026-11-22T10:00:30Z
+		require.Equal(t, time.Date(2026, 11, 22, 10, 0, 30, 0, time.UTC), now.UTC())
+		r := b.do(t, "GET", "/api/schedules/preview?cron="+url.QueryEscape("30 2 * * *")+"&timezone=America/New_York", nil)
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		require.Equal(t, []any{
+			"2026-11-23T07:30:00.000Z", "2026-11-24T07:30:00.000Z", "2026-11-25T07:30:00.000Z",
+			"2026-11-26T07:30:00.000Z", "2026-11-27T07:30:00.000Z",
+		}, r.Body["next"])
+		// The fire times a schedule of the same cron gets: its nextFireAt is the first.
+		made := b.create(t, map[string]any{"workflowId": b.workflow(t), "cron": "*/20 * * * *"})
+		r = b.do(t, "GET", "/api/schedules/preview?cron="+url.QueryEscape("*/20 * * * *"), nil)
+		require.Equal(t, http.StatusOK, r.Status, r.Raw)
+		require.Equal(t, made["nextFireAt"], r.Body["next"].([]any)[0], "UTC by default")
+		require.Len(t, r.Body["next"], 5)
+		// Nothing was stored: the list holds the one schedule made above.
+		require.Len(t, b.do(t, "GET", "/api/schedules", nil).Body["items"], 1)
+
+		for _, tc := range []struct{ query, says string }{
+			{"", "cron is empty"},
+			{"?cron=", "cron is empty"},
+			{"?cron=" + url.QueryEscape("61 * * * *"), `field 1 (minute) is "61"`},
+			{"?cron=" + url.QueryEscape("* * * *"), "4 fields, want 5"},
+			{"?cron=%40daily&timezone=Mars%2FOlympus", `timezone "Mars/Olympus"`},
+		} {
+			r := b.do(t, "GET", "/api/schedules/preview"+tc.query, nil)
+			requireError(t, r, http.StatusBadRequest, "invalid_cron")
+			require.Contains(t, r.Body["message"], tc.says, tc.query)
+		}
+		// Only GET: the other methods on the path are a schedule id that cannot be.
+		requireError(t, b.do(t, "DELETE", "/api/schedules/preview", nil), http.StatusNotFound, "not_found")
 	})
 
 	t.Run("NothingAClientSendsIsA5xx", func(t *testing.T) {

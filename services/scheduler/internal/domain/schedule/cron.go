@@ -190,6 +190,22 @@ func (c Cron) Next(t time.Time) (next time.Time, err error) {
 	return time.Time{}, fmt.Errorf("cron %q: no fire time found after %s", c.expr, t.Format(time.RFC3339))
 }
 
+// Upcoming is the next n fire times strictly after t, in order; fewer when the cron has no
+// more (it never fails: a cron ParseCron accepted always has a next fire, but a search that
+// gives up ends the list instead of failing it).
+func (c Cron) Upcoming(t time.Time, n int) []time.Time {
+	out := make([]time.Time, 0, n)
+	for at := t; len(out) < n; {
+		next, err := c.Next(at)
+		if err != nil {
+			break
+		}
+		out = append(out, next)
+		at = next
+	}
+	return out
+}
+
 // prev is the last fire time at or before t.
 func (c Cron) prev(t time.Time) (time.Time, bool) {
 	w, err := gronx.PrevTickBefore(c.fields, wall(t.In(c.loc)), true)

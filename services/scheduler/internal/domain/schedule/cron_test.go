@@ -111,6 +111,27 @@ func TestCutoffCoalescesMissedFires(t *testing.T) {
 	require.Equal(t, first.Add(31*24*time.Hour+5*time.Minute), next)
 }
 
+// TestUpcoming: the preview's fire times are Next walked from the start, DST rules included.
+func TestUpcoming(t *testing.T) {
+	t.Parallel()
+	c := mustCron(t, "30 2 * * *", "America/New_York")
+	from := time.Date(2026, 3, 6, 12, 0, 0, 0, time.UTC)
+	require.Equal(t, []time.Time{
+		time.Date(2026, 3, 7, 7, 30, 0, 0, time.UTC),
+		time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), // 02:30 is skipped: 03:00 EDT
+		time.Date(2026, 3, 9, 6, 30, 0, 0, time.UTC),
+	}, utc(c.Upcoming(from, 3)))
+	require.Empty(t, c.Upcoming(from, 0))
+	// A fire time is never the start itself.
+	at := time.Date(2026, 3, 7, 7, 30, 0, 0, time.UTC)
+	require.Equal(t, time.Date(2026, 3, 8, 7, 0, 0, 0, time.UTC), c.Upcoming(at, 1)[0].UTC())
+	// A leap day: five of them, four years apart.
+	leap := mustCron(t, "0 12 29 2 *", "UTC").Upcoming(from, 5)
+	require.Len(t, leap, 5)
+	require.Equal(t, 2028, leap[0].Year())
+	require.Equal(t, 2044, leap[4].Year())
+}
+
 func TestParseCron(t *testing.T) {
 	t.Parallel()
 	for _, ok := range []string{"* * * * *", "30 2 * * *", "*/15 9-17 * * MON-FRI", "0 0 1 1 *", "@hourly", "@daily", "@weekly", "@monthly", "@yearly", "@annually", "@midnight", "0 12 29 2 *", " 5 4 * * sun "} {

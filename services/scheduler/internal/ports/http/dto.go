@@ -2,6 +2,7 @@ package http
 
 import (
 	"encoding/json"
+	"time"
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/scheduler/internal/app/command"
@@ -59,6 +60,20 @@ func toScheduleJSON(s *schedule.Schedule) scheduleJSON {
 type listResponse struct {
 	Items      []scheduleJSON `json:"items"`
 	NextCursor *string        `json:"nextCursor"`
+}
+
+// previewResponse is the answer of GET /api/schedules/preview.
+type previewResponse struct {
+	Next []string `json:"next"`
+}
+
+// toPreviewResponse writes each fire time as every time of the API is written.
+func toPreviewResponse(next []time.Time) previewResponse {
+	out := previewResponse{Next: make([]string, len(next))}
+	for i, t := range next {
+		out.Next[i] = wire.FormatTime(t)
+	}
+	return out
 }
 
 type firedJSON struct {

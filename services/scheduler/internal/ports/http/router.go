@@ -21,6 +21,8 @@ func NewRouter(application app.Application, log *slog.Logger) *mux.Router {
 	r := web.NewRouter()
 	r.Handle("/api/schedules", rs.Wrap(h.createSchedule)).Methods(http.MethodPost)
 	r.Handle("/api/schedules", rs.Wrap(h.listSchedules)).Methods(http.MethodGet)
+	// Before /api/schedules/{id}: "preview" is no schedule id.
+	r.Handle("/api/schedules/preview", rs.Wrap(h.previewSchedule)).Methods(http.MethodGet)
 	r.Handle("/api/schedules/{id}", rs.Wrap(h.getSchedule)).Methods(http.MethodGet)
 	r.Handle("/api/schedules/{id}", rs.Wrap(h.updateSchedule)).Methods(http.MethodPatch)
 	r.Handle("/api/schedules/{id}", rs.Wrap(h.deleteSchedule)).Methods(http.MethodDelete)

@@ -120,6 +120,22 @@ func toPosition(p []string) (schedule.Position, bool) {
 	return schedule.Position{CreatedAt: t, ID: p[1]}, true
 }
 
+// previewSchedule is GET /api/schedules/preview?cron=&timezone=: the next fire times of a
+// cron, parsed and planned as a schedule's would be, so a person sees them before saving. It
+// reads nothing stored; an invalid cron or timezone is 400 invalid_cron with its message.
+func (h handlers) previewSchedule(w http.ResponseWriter, r *http.Request) error {
+	if _, err := organization(r); err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	next, err := h.app.Queries.PreviewCron.Handle(query.PreviewCron{Cron: q.Get("cron"), Timezone: q.Get("timezone")})
+	if err != nil {
+		return err
+	}
+	web.WriteJSON(w, http.StatusOK, toPreviewResponse(next))
+	return nil
+}
+
 func (h handlers) getSchedule(w http.ResponseWriter, r *http.Request) error {
 	org, err := organization(r)
 	if err != nil {
