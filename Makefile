@@ -10,15 +10,21 @@ ALL_PKGS    := $(addsuffix /...,$(MODULES))
 NON_E2E     := $(filter-out svc.dev/e2e/...,$(ALL_PKGS))
 GOTESTSUM   := go tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --hide-summary=skipped
 TESTFLAGS   ?=
+DEVSTACK_FLAGS ?=
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 
 .PHONY: help
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_\/-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
+# devstack is built and run, not `go run`: after a Ctrl-C, `go run` exits 1 whatever the
+# program did (its idle build workers take the interrupt for a failed build), and make would
+# report an error. Run this way, Ctrl-C ends with devstack's own status, 0 once it stopped
+# everything. DEVSTACK_FLAGS passes flags (-only, -no-build, -root, ...).
 .PHONY: run
-run: ## build and run the whole system on this machine (Ctrl-C stops it)
-	go run ./tools/devstack
+run: ## build and run the whole system on this machine (Ctrl-C stops it; DEVSTACK_FLAGS='-only gateway,identity')
+	go build -o .devstack/devstack ./tools/devstack
+	exec .devstack/devstack $(DEVSTACK_FLAGS)
 
 .PHONY: test
 test: test/unit test/integration ## everything: unit, integration (real Postgres and Redis), e2e

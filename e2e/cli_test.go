@@ -699,11 +699,19 @@ type ptySession struct {
 // startPTY runs svc with stdin, stdout and stderr on a new terminal.
 func (c *cliRunner) startPTY(t *testing.T, args ...string) *ptySession {
 	t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = c.environ()
+	return startOnTerminal(t, cmd)
+}
+
+// startOnTerminal runs cmd with stdin, stdout and stderr on a new terminal, in a session of
+// its own whose foreground process group is cmd's (as a shell runs a command): a Ctrl-C typed
+// there signals that group.
+func startOnTerminal(t *testing.T, cmd *exec.Cmd) *ptySession {
+	t.Helper()
 	ptmx, tty, err := pty.Open()
 	require.NoError(t, err)
 	require.NoError(t, pty.Setsize(ptmx, &pty.Winsize{Rows: 40, Cols: 200}))
-	cmd := exec.Command(c.bin, args...)
-	cmd.Env = c.environ()
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = tty, tty, tty
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true}
 	require.NoError(t, cmd.Start())
@@ -741,7 +749,13 @@ func (p *ptySession) output() string {
 // expect waits (10 s at most) until the output after the previous expectation shows s.
 func (p *ptySession) expect(s string) {
 	p.t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	p.expectWithin(s, 10*time.Second)
+}
+
+// expectWithin waits (d at most) until the output after the previous expectation shows s.
+func (p *ptySession) expectWithin(s string, d time.Duration) {
+	p.t.Helper()
+	deadline := time.Now().Add(d)
 	for {
 		out := p.output()
 		if i := strings.Index(out[p.pos:], s); i >= 0 {
@@ -749,7 +763,7 @@ func (p *ptySession) expect(s string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("terminal: no %q within 10 s; output:\n%s", s, out)
+			p.t.Fatalf("terminal: no %q within %s; output:\n%s", s, d, out)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

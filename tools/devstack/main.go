@@ -135,10 +135,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 			log.Warn("stop", "what", what, "err", serr)
 		}
 	}
-	// Ctrl-C during start-up is a request, not a failure.
+	// Ctrl-C is a request, not a failure, also during start-up: the step it interrupts fails
+	// because of it (a wait ends; a build or initdb, which the terminal signals too, dies).
+	// Registered first, this runs last, once every stop step has run.
 	defer func() {
-		if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		if err != nil && ctx.Err() != nil {
+			log.Debug("interrupted", "err", err)
 			err = nil
+		}
+		if err == nil {
+			say("devstack stopped: every process it started has exited")
 		}
 	}()
 

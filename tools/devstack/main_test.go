@@ -265,6 +265,8 @@ func TestRun(t *testing.T) {
 		out := bundle.out.String()
 		require.Contains(t, out, "identity         | listening on")
 		require.Equal(t, len(allServices()), strings.Count(out, "| stopped cleanly"), out)
+		require.True(t, strings.HasSuffix(out, "devstack stopped: every process it started has exited\n"),
+			"it says so, last: %s", out)
 		_, err := http.Get(gatewayURL + "/health") //nolint:noctx // test against a local fake
 		require.Error(t, err, "the gateway is gone")
 	})
