@@ -26,9 +26,10 @@ try {
   page.on("dialog", (d) => d.accept());
   // patches counts the batches the editor sends: each change is one request.
   const patches = [];
+  let counting = true; // off while the script itself calls the API from the page
   page.on("request", (r) => {
     const u = new URL(r.url());
-    if (r.method() === "POST" && /^\/api\/workflows\/[^/]+\/operations$/.test(u.pathname)) patches.push({ ifMatch: r.headers()["if-match"], body: r.postDataJSON() });
+    if (counting && r.method() === "POST" && /^\/api\/workflows\/[^/]+\/operations$/.test(u.pathname)) patches.push({ ifMatch: r.headers()["if-match"], body: r.postDataJSON() });
   });
 
   step("sign up: an organization with no workflow");
@@ -197,6 +198,7 @@ try {
   await page.locator("h1 small", { hasText: `v${version + 1}` }).waitFor();
 
   step("someone else changes it too: the 412 lists the change and the edit applies again");
+  counting = false;
   await page.evaluate(async ({ id, v }) => {
     const r = await fetch(`/api/workflows/${id}/operations`, {
       method: "POST", headers: { "Content-Type": "application/json", "If-Match": String(v) },
@@ -204,6 +206,7 @@ try {
     });
     if (!r.ok) throw new Error(`the other edit: ${r.status}`);
   }, { id: wfId, v: version + 1 });
+  counting = true;
   await page.getByTestId("block-panel").getByLabel(/^Value/).fill('{"v": "three"}');
   await page.getByTestId("block-panel").getByRole("button", { name: "Save settings" }).click();
   const conflict = page.getByTestId("conflict");
@@ -241,12 +244,14 @@ try {
     ops.push({ operation_type: "connect", block_id: `b${from}`, target_block_id: `b${i}`, ...branch });
     if (i % 10 === 1 && i + 2 < 100) ops.push({ operation_type: "connect", block_id: `b${i}`, target_block_id: `b${i + 2}`, branch: "false" });
   }
+  counting = false;
   const big = await page.evaluate(async (ops) => {
     const r = await fetch("/api/workflows", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ name: "a hundred blocks" }) });
     const w = await r.json();
     const p = await fetch(`/api/workflows/${w.id}/operations`, { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ops }) });
     return { id: w.id, result: await p.json() };
   }, ops);
+  counting = true;
   if (big.result.skipped_items?.length) throw new Error(`the big workflow: ${JSON.stringify(big.result.skipped_items.slice(0, 3))}`);
   const t0 = Date.now();
   await page.goto(`${base}/workflows/${big.id}`);
@@ -268,6 +273,14 @@ try {
   console.log(`batches sent: ${patches.length}`);
   if (pageErrors.length) throw new Error(`page errors: ${pageErrors.join("; ")}`);
   console.log("ok");
+} catch (e) {
+  // What the page showed when it failed, for the log and the screenshots directory.
+  for (const p of browser.contexts().flatMap((c) => c.pages())) {
+    console.log(`failed on ${p.url()}`);
+    await p.screenshot({ path: `${shots}/editor-failure.png`, fullPage: true }).catch(() => {});
+    console.log((await p.locator("main").innerText().catch(() => "")).slice(0, 1500));
+  }
+  throw e;
 } finally {
   await browser.close();
 }

@@ -35,7 +35,12 @@ export function plain(s: Problem, op: Op | undefined): string {
     case "block_type_not_registered": return `There is no block type “${op?.type ?? ""}”.`;
     case "hidden_param_in_input": return `“${param}” is set by the server, never in a workflow: leave it out.`;
     case "unknown_param": return `This block has no setting “${param}”.`;
-    case "invalid_param": return param ? `“${param}” is not valid here.` : "These settings are not valid.";
+    case "invalid_param": {
+      // The reason ends with what the rule wants: "… is invalid at /params/x: must be <= 9 (rule: maximum)."
+      const m = /is invalid at \S+: (.*) \(rule: [^)]*\)\.?$/.exec(s.reason) || /are invalid: (.*) \(rule: [^)]*\)\.?$/.exec(s.reason);
+      const why = m ? `: ${m[1]}` : "";
+      return param ? `“${param}” is not valid${why}.` : `These settings are not valid${why}.`;
+    }
     case "block_not_found": return `There is no block “${id}” (any more): someone may have removed it.`;
     case "invalid_edge_source": return `There is no block “${id}” to connect from.`;
     case "invalid_edge_target": return `There is no block “${to}” to connect to.`;
@@ -46,6 +51,15 @@ export function plain(s: Problem, op: Op | undefined): string {
     case "edge_not_found": return `“${id}” does not lead to “${to}”.`;
   }
   return "This change was not applied.";
+}
+
+// plainMessage is a validation error's message for a person: without the location it starts
+// with (the page shows the block and the field) and without the repair sentence written for a
+// program (the page offers it as a button).
+export function plainMessage(e: VError): string {
+  let m = e.message.replace(/^Block "[^"]*"(, \/[^:]*)?: /, "").replace(/\s*Repaired, .*\(did_you_mean\)\.\s*$/, "");
+  m = m.trim();
+  return m ? m[0].toUpperCase() + m.slice(1) : e.message;
 }
 
 // problemsOf is every problem of a skipped op, its own first.

@@ -60,18 +60,19 @@ export function EditGraph({ def, cat, problems, selected, connecting, zoom, onSe
         const p = L.at.get(b.block_id)!, n = problems.get(b.block_id) || 0;
         const sel = selected?.kind === "block" && selected.id === b.block_id;
         const title = cat.get(b.type)?.title ?? b.type;
-        const label = connecting ? `Connect ${connecting} to ${b.block_id}` : `Block ${b.block_id}, ${title}${n ? `, ${n} problem${n > 1 ? "s" : ""}` : ""}`;
+        // The accessible name starts with the text the box shows (its id and type).
+        const shown = `${cut(b.block_id, 22)} ${cut(title, 26)}`;
+        const label = `${shown}${cut(b.block_id, 22) !== b.block_id ? ` (${b.block_id})` : ""}${connecting ? `: connect ${connecting} to it` : n ? `, ${n} problem${n > 1 ? "s" : ""}` : ""}`;
         return (
           <g key={b.block_id} transform={`translate(${p.x},${p.y})`} class={`block${n ? " invalid" : ""}${sel ? " selected" : ""} cat-${cat.get(b.type)?.category ?? "unknown"}`}
             data-block={b.block_id}>
             <g class="body" tabIndex={0} role="button" aria-label={label} aria-pressed={sel}
               onClick={(ev) => { ev.stopPropagation(); click(b.block_id); }} onKeyDown={activate(() => click(b.block_id))}>
-              <title>{`${b.block_id} (${b.type})`}</title>
               <rect width={BW} height={BH} rx="8" />
-              <text class="bid" x="12" y="22">{cut(b.block_id, 22)}</text>
-              <text class="btype" x="12" y="40">{cut(title, 26)}</text>
-              {n > 0 && <g class="badge"><circle cx={BW - 12} cy="12" r="9" /><text x={BW - 12} y="16" text-anchor="middle">{n}</text></g>}
+              {/* One text: its pieces read as "id title", as the accessible name begins. */}
+              <text><tspan class="bid" x="12" y="22">{cut(b.block_id, 22)}</tspan> <tspan class="btype" x="12" y="40">{cut(title, 26)}</tspan></text>
             </g>
+            {n > 0 && <g class="badge" aria-hidden="true"><circle cx={BW - 12} cy="12" r="9" /><text x={BW - 12} y="16" text-anchor="middle">{n}</text></g>}
             {!connecting && (
               <g class="handle" tabIndex={0} role="button" aria-label={`Connect ${b.block_id} to another block`}
                 onClick={(ev) => { ev.stopPropagation(); onHandle(b.block_id); }} onKeyDown={activate(() => onHandle(b.block_id))}>

@@ -86,7 +86,7 @@ function FieldRow({ f, raw, onRaw, idp, base, notes, refs }: { f: Field } & Omit
       );
       break;
     case "expression": case "json":
-      input = <textarea id={id} class="code" rows={f.kind === "json" ? 4 : 2} value={text} placeholder={placeholder(f)} aria-invalid={invalid} aria-describedby={descId}
+      input = <textarea id={id} class="code" rows={f.kind === "json" ? 6 : 2} value={text} placeholder={placeholder(f)} aria-invalid={invalid} aria-describedby={descId}
         spellcheck={false} onBlur={keepCaret} onInput={(e) => set((e.target as HTMLTextAreaElement).value)} />;
       break;
     default:

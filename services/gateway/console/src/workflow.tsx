@@ -10,7 +10,7 @@ import { useEffect, useMemo, useState } from "preact/hooks";
 import { APIError, call, get, post, type Block, type Definition, type Workflow } from "./api";
 import {
   type Op, type OpsResult, type Problem, type Sent, type Skipped, type VError, changes, fixBatch, fixOp, fixValidation,
-  freeId, paramChanges, plain, problemsOf, refsFor, renameOps, replay, triggerOf,
+  freeId, paramChanges, plain, plainMessage, problemsOf, refsFor, renameOps, replay, triggerOf,
 } from "./edit";
 import { EditGraph, type Selection } from "./editgraph";
 import { type Connector, type FieldError, type Raw, fieldsOf, fromRaw, oneOfRequired, pointerParts, toRaw } from "./schema";
@@ -299,7 +299,7 @@ function skipNotes(sent: Sent | null, pick: (op: Op) => boolean, onFix: (s: Skip
     const op = sent.ops[s.operation_index];
     if (!op || !pick(op)) continue;
     for (const p of problemsOf(s)) {
-      const note: FieldNote = { message: `${plain(p, op)} ${p.reason_code === "invalid_param" || p.reason_code === "unknown_param" ? p.reason : ""}`.trim(), fix: <FixButtons op={op} p={p} busy={busy} onFix={(f) => onFix(s, f)} /> };
+      const note: FieldNote = { message: plain(p, op), fix: <FixButtons op={op} p={p} busy={busy} onFix={(f) => onFix(s, f)} /> };
       const ptr = p.hint?.pointer;
       if (ptr?.startsWith("/params/") && p.reason_code !== "unknown_param" && p.reason_code !== "hidden_param_in_input") {
         const key = "/params/" + pointerParts(ptr)[1];
@@ -462,7 +462,7 @@ function BlockPanel({ block, def, cat, verrs, sent, apply, busy, onRenamed, onRe
   for (const v of verrs) {
     const fix = fixValidation(def, v);
     const note: FieldNote = {
-      message: v.message,
+      message: plainMessage(v),
       fix: fix ? <button class="fix" disabled={busy} data-testid="did-you-mean" onClick={() => apply([fix], `fix ${block.block_id}`)}>Use “{cut(String(v.did_you_mean), 60)}”</button> : undefined,
     };
     const parts = v.pointer ? pointerParts(v.pointer) : [];
@@ -564,7 +564,7 @@ function Problems({ verrs, def, apply, busy, onAddTrigger, onSelect }: { verrs: 
           const fix = fixValidation(def, e);
           return (
             <li key={i} data-code={e.code}>
-              {e.block_id && <><button class="link" onClick={() => onSelect(e.block_id!)}>{e.block_id}</button>: </>}{e.message}
+              {e.block_id && <><button class="link" onClick={() => onSelect(e.block_id!)}>{e.block_id}</button>: </>}{plainMessage(e)}
               {fix && <> <button class="fix" disabled={busy} onClick={() => apply([fix], `fix ${e.block_id}`)}>Use “{cut(String(e.did_you_mean), 60)}”</button></>}
               {e.code === "no_trigger" && <> <button class="fix" onClick={() => onAddTrigger(e.did_you_mean || "trigger.manual")}>Add a trigger</button></>}
             </li>
