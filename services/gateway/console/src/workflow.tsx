@@ -70,6 +70,13 @@ export function WorkflowPage({ id }: { id: string }) {
     try { setWf(await get<Workflow>(`/api/workflows/${id}`)); setLoadErr(undefined); } catch (x) { setLoadErr(x); }
   };
   useEffect(() => { setWf(undefined); setSel(null); setSent(null); load(); }, [id]);
+  // Escape ends a connection being made.
+  useEffect(() => {
+    if (!connecting) return;
+    const on = (e: KeyboardEvent) => { if (e.key === "Escape") setConnecting(null); };
+    addEventListener("keydown", on);
+    return () => removeEventListener("keydown", on);
+  }, [connecting]);
 
   // apply sends one batch on the version shown. It returns the answer (null on a refusal,
   // which is shown).
@@ -160,7 +167,7 @@ export function WorkflowPage({ id }: { id: string }) {
           {def.blocks.find((b) => b.block_id === connecting)?.type === "condition" && (
             <label> on the branch <select value={branch} onChange={(e) => setBranch((e.target as HTMLSelectElement).value)} aria-label="Branch"><option>true</option><option>false</option></select></label>
           )}
-          {" "}<button class="ghost" onClick={() => setConnecting(null)}>Cancel</button>
+          {" "}<button class="ghost" onClick={() => setConnecting(null)}>Cancel</button> <small class="hint">(or Escape)</small>
         </div>
       )}
       {sent && <SkippedList sent={sent} def={def} apply={apply} hideAdd={!!adding} />}
