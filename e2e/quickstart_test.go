@@ -39,12 +39,13 @@ const makeRunStandIn = `make() {
 }
 `
 
-// TestQuickstart runs the root README's Quickstart, then examples/README.md: every ```sh block
-// of the Quickstart section, then every ```sh block of the examples' page, in order, as one
-// bash script (-e, pipefail) from the repository root, against a fresh system whose address
-// replaces http://localhost:8080. The blocks build the CLI themselves (make svc), log in,
-// create and run the examples, signal, deliver a signed webhook, and call the API with curl.
-// The page's `make run` restarts the system with the settings it gives (makeRunStandIn).
+// TestQuickstart runs the root README's Quickstart, then examples/README.md, then the README's
+// MCP example: every ```sh block of the Quickstart section, every ```sh block of the examples'
+// page and those of the MCP section, in order, as one bash script (-e, pipefail) from the
+// repository root, against a fresh system whose address replaces http://localhost:8080. The
+// blocks build the CLI themselves (make svc), log in, create and run the examples, signal,
+// deliver a signed webhook, and call the API and the MCP endpoint with curl. The page's
+// `make run` restarts the system with the settings it gives (makeRunStandIn).
 func TestQuickstart(t *testing.T) {
 	t.Parallel()
 	for _, tool := range []string{"bash", "make", "curl", "jq", "openssl", "base64", "od"} {
@@ -71,7 +72,9 @@ func TestQuickstart(t *testing.T) {
 		require.Contains(t, examples, "examples/"+f, "the page uses every example")
 	}
 	require.Contains(t, examples, "make run", "the page restarts the system with the settings it needs")
-	script := makeRunStandIn + quickstart + "echo '" + examplesMarker + "'\n" + examples
+	mcp := strings.Join(shBlocks(string(readme), "## MCP: the API for AI agents"), "\n")
+	require.Contains(t, mcp, "/api/mcp", "the README's MCP section calls the MCP endpoint")
+	script := makeRunStandIn + quickstart + "echo '" + examplesMarker + "'\n" + examples + mcp
 
 	sys := harness.Start(t, harness.Options{TrustGateway: true, Env: map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000000"}})
 	script = strings.ReplaceAll(script, readmeAddress, sys.BaseURL)
@@ -173,6 +176,8 @@ func TestQuickstart(t *testing.T) {
 	}
 	require.Equal(t, 2, strings.Count(after, "\n[]\n"), "no operation sent with curl was skipped: %s", after)
 	require.Contains(t, after, `{"status":"completed","output":{"say":{"message":"Hello, world!"}}}`, "the run read with curl")
+	// Last, the README's MCP example, with the key it exports first.
+	require.Contains(t, after, "\nworkflows_create\n", "the MCP tools, listed over HTTP")
 }
 
 // runOutputs are the outputs of the completed runs that s shows: the last JSON line of a
