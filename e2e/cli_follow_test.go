@@ -71,6 +71,7 @@ func TestCLIFollow(t *testing.T) {
 		require.True(t, slept, res.stdout)
 		require.True(t, signalled, res.stdout)
 		require.Contains(t, kinds, "attempt.started")
+		requireTimeOrder(t, lines[1:len(lines)-1])
 		final := lines[len(lines)-1]
 		require.Equal(t, runID, final["runId"])
 		require.Equal(t, "completed", final["status"])
@@ -119,6 +120,8 @@ func TestCLIFollow(t *testing.T) {
 		require.Equal(t, 0, h.code, h)
 		require.Contains(t, h.stdout, "retrying at ")
 		require.Contains(t, h.stdout, "Run "+runID+" completed.")
+		// It began on a run under way: what had happened came at once, each line at its time.
+		requireClockOrder(t, h.stdout)
 
 		p := piped.wait(t)
 		require.Equal(t, 0, p.code, p)
@@ -134,6 +137,7 @@ func TestCLIFollow(t *testing.T) {
 		}
 		require.Equal(t, []string{"queued", "running", "waiting", "running", "waiting", "running", "completed"}, statuses,
 			"every status on the way, the sleep's and the signal's waits too: %s", p.stdout)
+		requireTimeOrder(t, lines[:len(lines)-1])
 	})
 
 	t.Run("FailedRunExitsOne", func(t *testing.T) {
@@ -156,6 +160,39 @@ func TestCLIFollow(t *testing.T) {
 		require.True(t, failedStatus, res.stdout)
 		require.Equal(t, "failed", lines[len(lines)-1]["status"])
 	})
+}
+
+// requireTimeOrder checks that events (JSON lines of a follow) say when they happened, in
+// the order they came: a status when the run took it (statusAt), an attempt's start or end.
+func requireTimeOrder(t *testing.T, events []map[string]any) {
+	t.Helper()
+	var last time.Time
+	for _, e := range events {
+		key := map[string]string{"run.status": "statusAt", "attempt.started": "startedAt", "attempt.finished": "finishedAt"}[e["event"].(string)]
+		require.NotEmpty(t, key, "an event of a known kind: %v", e)
+		ts, _ := e[key].(string)
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		require.NoError(t, err, "%s says when (%s): %v", e["event"], key, e)
+		require.False(t, at.Before(last), "%v comes after an event at %s", e, last)
+		last = at
+	}
+}
+
+// requireClockOrder checks that the times of day a human follow's lines begin with never go
+// back (but at midnight).
+func requireClockOrder(t *testing.T, out string) {
+	t.Helper()
+	var last time.Time
+	for _, l := range strings.Split(out, "\n") {
+		at, err := time.Parse("15:04:05.000", strings.SplitN(l, " ", 2)[0])
+		if err != nil {
+			continue // the start line, the ended run
+		}
+		if at.Before(last) && last.Sub(at) < 12*time.Hour {
+			t.Fatalf("%q comes after a line at %s:\n%s", l, last.Format("15:04:05.000"), out)
+		}
+		last = at
+	}
 }
 
 // followProc is a running svc whose stdout the test reads line by line while it runs.

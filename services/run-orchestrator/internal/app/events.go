@@ -93,6 +93,7 @@ type Event struct {
 	Seq    int64
 	Status run.Status        // run.status
 	Run    *run.Record       // run.status: the run at the event
+	At     time.Time         // run.status: when the run took the status (zero: not known)
 	Try    run.AttemptChange // attempt events
 }
 
@@ -103,6 +104,8 @@ type Event struct {
 // sequence); every status of the run's status log after c, each with what the run waited for
 // then. At one sequence (only a run migrated in flight has a status there) attempts come
 // first. A run whose status is not in its log (none should be) gets its present status last.
+// Each status says when the run took it (queued: when the run was created), so that a client
+// shows the events of a replay, printed all at once, at the times they happened.
 func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 	type at struct {
 		seq int64
@@ -110,7 +113,7 @@ func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 	}
 	var evs []at
 	if c.Status == "" {
-		evs = append(evs, at{0, Event{Kind: EventStatus, Status: run.StatusQueued}})
+		evs = append(evs, at{0, Event{Kind: EventStatus, Status: run.StatusQueued, At: snap.Run.CreatedAt}})
 	}
 	for _, a := range snap.Attempts {
 		if a.StartedSeq > c.Seq || (a.StartedSeq == 0 && a.Status == "running") {
@@ -128,7 +131,7 @@ func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 	}
 	for _, st := range snap.Statuses {
 		if st.Seq > c.Seq || (st.Seq == c.Seq && st.Status != c.Status) {
-			evs = append(evs, at{st.Seq, Event{Kind: EventStatus, Status: st.Status, Run: statusAt(snap.Run, st)}})
+			evs = append(evs, at{st.Seq, Event{Kind: EventStatus, Status: st.Status, Run: statusAt(snap.Run, st), At: st.At}})
 		}
 	}
 	slices.SortStableFunc(evs, func(x, y at) int {
@@ -155,7 +158,7 @@ func Events(snap run.Snapshot, c Cursor) ([]Event, Cursor) {
 	if snap.Run.Status != c.Status {
 		c.Status = snap.Run.Status
 		rec := snap.Run
-		out = append(out, Event{ID: c.ID(), Kind: EventStatus, RunID: rec.ID, Seq: c.Seq, Status: rec.Status, Run: &rec})
+		out = append(out, Event{ID: c.ID(), Kind: EventStatus, RunID: rec.ID, Seq: c.Seq, Status: rec.Status, Run: &rec, At: rec.FinishedAt})
 	}
 	return out, c
 }

@@ -103,3 +103,46 @@ func TestEventIDsResumeExactly(t *testing.T) {
 		require.ErrorIs(t, err, app.ErrBadEventID, bad)
 	}
 }
+
+// TestEventsSayWhenEachStatusWasTaken (issue 22): a stream read after the fact (a client that
+// opens it on a run under way, or reconnects) gets the events at once; each status says when
+// the run took it, the queued one when the run was created, so that the events' times are in
+// the order of the events.
+func TestEventsSayWhenEachStatusWasTaken(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	snap := run.Snapshot{
+		Run: run.Record{ID: "run_1", Status: run.StatusCompleted, CreatedAt: ms(0), FinishedAt: ms(90)},
+		Attempts: []run.AttemptChange{
+			{ID: "a1", BlockID: "start", Status: "succeeded", StartedSeq: 1, Seq: 3, StartedAt: ms(5), FinishedAt: ms(5)},
+			{ID: "w", BlockID: "w", Status: "succeeded", StartedSeq: 4, Seq: 6, StartedAt: ms(10), FinishedAt: ms(60)},
+			{ID: "a2", BlockID: "last", Status: "succeeded", StartedSeq: 8, Seq: 9, StartedAt: ms(61), FinishedAt: ms(90)},
+		},
+		Statuses: []run.StatusChange{
+			{Seq: 2, Status: run.StatusRunning, At: ms(5)},
+			{Seq: 5, Status: run.StatusWaiting, At: ms(10), Waiting: &run.Waiting{BlockID: "w", Kind: "signal", Signal: "go"}},
+			{Seq: 7, Status: run.StatusRunning, At: ms(60)},
+			{Seq: 10, Status: run.StatusCompleted, At: ms(90)},
+		},
+		ChangeSeq: 10,
+	}
+	evs, _ := app.Events(snap, app.Cursor{})
+	var statuses []time.Time
+	last := time.Time{}
+	for _, e := range evs {
+		when := e.At
+		switch e.Kind {
+		case app.EventStatus:
+			require.False(t, e.At.IsZero(), "%s %s says when", e.ID, e.Status)
+			statuses = append(statuses, e.At)
+		case app.EventAttemptStarted:
+			when = e.Try.StartedAt
+		case app.EventAttemptFinished:
+			when = e.Try.FinishedAt
+		}
+		require.False(t, when.Before(last), "%s %s at %s comes after an event at %s", e.ID, e.Kind, when, last)
+		last = when
+	}
+	require.Equal(t, []time.Time{ms(0), ms(5), ms(10), ms(60), ms(90)}, statuses)
+}

@@ -134,6 +134,7 @@ type eventData struct {
 	FinishedAt string `json:"finishedAt"`
 	DurationMs *int64 `json:"durationMs"`
 	At         string `json:"at"`
+	StatusAt   string `json:"statusAt"`
 	RetryAt    string `json:"retry_at"`
 	Error      *struct {
 		Message string `json:"message"`
@@ -229,8 +230,12 @@ func (rd *eventRenderer) humanLine(kind string, d eventData) string {
 		}
 		return fmt.Sprintf("%s  %-24s %-14s %-9s %7s  %s", clock(stamp), d.BlockID+"#"+strconv.Itoa(d.Attempt), d.Type, d.Status, dur, detail)
 	case "run.status":
-		stamp := clock(d.At)
-		if d.At == "" {
+		// When the run took the status: a replayed stream (opened on a run under way, or
+		// resumed) sends its events at once, so the time it is printed would come after the
+		// attempts that followed it. An API that does not say is read live, at best.
+		at := cmp(d.StatusAt, d.At)
+		stamp := clock(at)
+		if at == "" {
 			stamp = rd.now().Local().Format("15:04:05.000")
 		}
 		switch d.Status {

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -201,4 +203,92 @@ func TestLogsReadPastShortPages(t *testing.T) {
 	require.Equal(t, "att_1", items[0]["id"])
 	require.Equal(t, "att_2", items[1]["id"])
 	require.Equal(t, 3, f.called("GET /api/runs/run_1/logs"))
+}
+
+// stamps are the times of day the human lines of out begin with, the final line left out.
+func stamps(t *testing.T, out string) []string {
+	t.Helper()
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var got []string
+	for _, l := range lines[:len(lines)-1] {
+		require.Regexp(t, `^\d\d:\d\d:\d\d\.\d\d\d  `, l)
+		got = append(got, l[:12])
+	}
+	return got
+}
+
+// TestFollowPrintsInTimeOrder (issue 22): a stream opened on a run under way replays its events
+// at once. Each status is printed at the time the run took it (statusAt), not at the time it
+// arrives, so the lines stay in time order.
+func TestFollowPrintsInTimeOrder(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFakeAPI(t)
+	b.login(t, f.srv.URL, 0)
+	f.routes["GET /api/runs/run_1/events"] = func(w http.ResponseWriter, _ *http.Request) {
+		sse(w,
+			"id: 0.1\nevent: run.status\ndata: {\"runId\":\"run_1\",\"seq\":0,\"status\":\"queued\",\"statusAt\":\"2026-11-22T05:40:00.100Z\"}\n\n",
+			"id: 1.1\nevent: attempt.started\ndata: {\"runId\":\"run_1\",\"seq\":1,\"block_id\":\"start\",\"type\":\"trigger.manual\",\"attempt\":1,\"status\":\"running\",\"startedAt\":\"2026-11-22T05:40:00.200Z\"}\n\n",
+			"id: 2.2\nevent: run.status\ndata: {\"runId\":\"run_1\",\"seq\":2,\"status\":\"running\",\"statusAt\":\"2026-11-22T05:40:00.200Z\"}\n\n",
+			"id: 3.2\nevent: attempt.finished\ndata: {\"runId\":\"run_1\",\"seq\":3,\"block_id\":\"start\",\"type\":\"trigger.manual\",\"attempt\":1,\"status\":\"succeeded\",\"startedAt\":\"2026-11-22T05:40:00.200Z\",\"finishedAt\":\"2026-11-22T05:40:00.250Z\",\"durationMs\":50,\"outputBytes\":2}\n\n",
+			"id: 4.3\nevent: run.status\ndata: {\"runId\":\"run_1\",\"seq\":4,\"status\":\"waiting\",\"statusAt\":\"2026-11-22T05:40:00.300Z\",\"waiting\":{\"block_id\":\"hold\",\"kind\":\"signal\",\"signal\":\"go\"}}\n\n",
+			"id: 5.2\nevent: run.status\ndata: {\"runId\":\"run_1\",\"seq\":5,\"status\":\"running\",\"statusAt\":\"2026-11-22T05:41:00.000Z\"}\n\n",
+			evCompleted)
+	}
+	f.on("GET /api/runs/run_1", 200, runCompleted)
+	r := b.runAgainst(t, f, "runs", "logs", "run_1", "--follow", "-o", "table")
+	require.Equal(t, 0, r.code, r)
+	got := stamps(t, r.stdout)
+	local := func(ts string) string {
+		at, err := time.Parse(time.RFC3339Nano, ts)
+		require.NoError(t, err)
+		return at.Local().Format("15:04:05.000")
+	}
+	require.Equal(t, []string{
+		local("2026-11-22T05:40:00.100Z"), local("2026-11-22T05:40:00.200Z"), local("2026-11-22T05:40:00.200Z"),
+		local("2026-11-22T05:40:00.250Z"), local("2026-11-22T05:40:00.300Z"), local("2026-11-22T05:41:00.000Z"),
+	}, got, r.stdout)
+	require.Contains(t, r.stdout, "run queued")
+}
+
+// TestPollPrintsAttemptsBeforeTheStatus: without the event stream, follow polls; a status has
+// no time of its own there and is printed at the time it is read, after the attempts read with
+// it (all of them at once on a run under way), so the lines stay in time order.
+func TestPollPrintsAttemptsBeforeTheStatus(t *testing.T) {
+	t.Parallel()
+	b := setup(t)
+	f := newFakeAPI(t)
+	b.login(t, f.srv.URL, 0)
+	f.on("GET /api/runs/run_1/events", 404, `{"error":"not_found","message":"no route"}`)
+	var (
+		mu    sync.Mutex
+		polls int
+	)
+	f.routes["GET /api/runs/run_1"] = func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		polls++
+		n := polls
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			_, _ = io.WriteString(w, `{"runId":"run_1","status":"waiting","waiting":{"block_id":"hold","kind":"signal","signal":"go"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, runCompleted)
+	}
+	f.routes["GET /api/runs/run_1/logs"] = func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("after") == "" {
+			_, _ = io.WriteString(w, `{"items":[{"id":"att_1","block_id":"start","type":"trigger.manual","attempt":1,"status":"succeeded","startedAt":"2026-11-22T05:40:00.200Z"},`+
+				`{"id":"att_2","block_id":"hold","type":"wait","attempt":1,"status":"running","startedAt":"2026-11-22T05:40:00.300Z"}],"nextCursor":"c1"}`)
+			return
+		}
+		_, _ = io.WriteString(w, `{"items":[],"nextCursor":"c1"}`)
+	}
+	r := b.runAgainst(t, f, "runs", "logs", "run_1", "--follow", "-o", "table")
+	require.Equal(t, 0, r.code, r)
+	got := stamps(t, r.stdout)
+	require.Len(t, got, 3, r.stdout)
+	require.True(t, slices.IsSorted(got[:2]), "the attempts in order: %s", r.stdout)
+	require.Contains(t, strings.Split(r.stdout, "\n")[2], `run waiting: signal "go" at hold`, "the status last: %s", r.stdout)
 }

@@ -285,7 +285,9 @@ completed (1 if it failed or was cancelled).`,
 // they change until the run ends, then the run (JSON: one object per line, attempts then the
 // run), and the run's status (through rd, as a run.status event) each time it or what the run
 // waits for changes. It reads the status before draining the logs, so every attempt written
-// before the run ended is printed before poll stops. A run that did not complete is an
+// before the run ended is printed before poll stops; it prints the status after the attempts,
+// since the status is stamped with the time it is printed and the attempts with theirs (the
+// first read prints a run under way all at once). A run that did not complete is an
 // *ExitError.
 func (a *app) poll(ctx context.Context, c *api.Client, key, runID string, rd *eventRenderer) error {
 	cursor := ""
@@ -297,16 +299,6 @@ func (a *app) poll(ctx context.Context, c *api.Client, key, runID string, rd *ev
 			return err
 		}
 		changed := false
-		status := map[string]any{"runId": r.RunID, "status": r.Status}
-		if r.Waiting != nil {
-			status["waiting"] = r.Waiting
-		}
-		if st, err := json.Marshal(status); err == nil && !r.terminal() && string(st) != lastStatus {
-			lastStatus, changed = string(st), true
-			if _, err := rd.render(api.Event{Kind: "run.status", Data: st}); err != nil {
-				return err
-			}
-		}
 		for {
 			p, err := c.Logs(ctx, key, runID, cursor, logsPageLimit)
 			if err != nil {
@@ -332,6 +324,16 @@ func (a *app) poll(ctx context.Context, c *api.Client, key, runID string, rd *ev
 			// would come again).
 			if len(p.Items) == 0 || !moved {
 				break
+			}
+		}
+		status := map[string]any{"runId": r.RunID, "status": r.Status}
+		if r.Waiting != nil {
+			status["waiting"] = r.Waiting
+		}
+		if st, err := json.Marshal(status); err == nil && !r.terminal() && string(st) != lastStatus {
+			lastStatus, changed = string(st), true
+			if _, err := rd.render(api.Event{Kind: "run.status", Data: st}); err != nil {
+				return err
 			}
 		}
 		if r.terminal() {

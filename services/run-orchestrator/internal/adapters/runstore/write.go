@@ -130,14 +130,17 @@ func queueBegun(b *pgx.Batch, replica, runID string, o *run.Outcome, retryAt fun
 }
 
 // queueStatuses appends the run's status changes to its status log (the event stream's), in
-// one statement (a commit that runs inline blocks may change the status more than once).
+// one statement (a commit that runs inline blocks may change the status more than once). Each
+// is stamped with the transaction's time, now(), as the attempts begun and ended in the same
+// commit are: the stream says when the run took each status, and a status stamped by the
+// worker's clock, read after the transaction began, came out later than the attempts of its
+// own commit that followed it.
 func queueStatuses(b *pgx.Batch, runID string, changes []run.Change) {
 	var (
 		seqs                   []int64
 		statuses               []string
 		blocks, kinds, signals []*string
 		wakes                  []*time.Time
-		ats                    []time.Time
 	)
 	for _, c := range changes {
 		if c.Kind != run.ChangeStatus {
@@ -156,17 +159,17 @@ func queueStatuses(b *pgx.Batch, runID string, changes []run.Change) {
 				wake = &w.WakeAt
 			}
 		}
-		seqs, statuses, ats = append(seqs, c.Seq), append(statuses, string(c.Status)), append(ats, c.At)
+		seqs, statuses = append(seqs, c.Seq), append(statuses, string(c.Status))
 		blocks, kinds, signals, wakes = append(blocks, block), append(kinds, kind), append(signals, signal), append(wakes, wake)
 	}
 	if len(seqs) == 0 {
 		return
 	}
 	b.Queue(`INSERT INTO run_statuses (run_id, seq, status, wait_block, wait_kind, wake_at, signal_name, at)
-		SELECT $1, s.seq, s.status, s.wait_block, s.wait_kind, s.wake_at, s.signal_name, s.at
-		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[], $8::timestamptz[])
-			AS s(seq, status, wait_block, wait_kind, wake_at, signal_name, at)`,
-		runID, seqs, statuses, blocks, kinds, wakes, signals, ats)
+		SELECT $1, s.seq, s.status, s.wait_block, s.wait_kind, s.wake_at, s.signal_name, now()
+		FROM unnest($2::bigint[], $3::text[], $4::text[], $5::text[], $6::timestamptz[], $7::text[])
+			AS s(seq, status, wait_block, wait_kind, wake_at, signal_name)`,
+		runID, seqs, statuses, blocks, kinds, wakes, signals)
 }
 
 // queueBlocks upserts the rows of the blocks ids in one statement.

@@ -45,7 +45,8 @@ type eventData struct {
 	Waiting    *waitingResponse `json:"waiting,omitempty"`
 	Queue      *queueResponse   `json:"queue,omitempty"`
 	Error      json.RawMessage  `json:"error,omitempty"`
-	At         *wire.Time       `json:"at,omitempty"`
+	At         *wire.Time       `json:"at,omitempty"`       // a finished run's finish
+	StatusAt   *wire.Time       `json:"statusAt,omitempty"` // when the run took the status
 	// attempt events
 	AttemptID   string     `json:"attemptId,omitempty"`
 	BlockID     string     `json:"block_id,omitempty"`
@@ -69,7 +70,7 @@ func stamp(t time.Time) *wire.Time {
 // toEventData is the JSON of e.
 func toEventData(e app.Event) eventData {
 	if e.Kind == app.EventStatus {
-		return toStatusData(*e.Run, e.Seq)
+		return toStatusData(*e.Run, e.Seq, e.At)
 	}
 	a := e.Try
 	d := eventData{RunID: e.RunID, Seq: e.Seq, AttemptID: a.ID, BlockID: a.BlockID, Type: a.Type, Attempt: a.Attempt,
@@ -86,10 +87,12 @@ func toEventData(e app.Event) eventData {
 	return d
 }
 
-// toStatusData is a run.status event's JSON.
-func toStatusData(r run.Record, seq int64) eventData {
+// toStatusData is a run.status event's JSON; statusAt is when the run took the status (zero:
+// not known, as in the organization's stream).
+func toStatusData(r run.Record, seq int64, statusAt time.Time) eventData {
 	d := eventData{RunID: r.ID, Seq: seq, WorkflowID: r.WorkflowID, Status: string(r.Status), Error: r.Error,
-		Waiting: toRunResponse(r, false).Waiting, Queue: toQueueResponse(r.Queue), At: stamp(r.FinishedAt)}
+		Waiting: toRunResponse(r, false).Waiting, Queue: toQueueResponse(r.Queue), At: stamp(r.FinishedAt),
+		StatusAt: stamp(statusAt)}
 	return d
 }
 
@@ -286,7 +289,7 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 		if (workflowID != "" && rec.WorkflowID != workflowID) || !seen.see(rec, at) || (status != "" && rec.Status != status) {
 			return nil
 		}
-		return out.event("", app.EventStatus, toStatusData(rec, 0))
+		return out.event("", app.EventStatus, toStatusData(rec, 0, time.Time{}))
 	}
 	// catchUp sends every status change since the last catch-up; false ends the stream.
 	catchUp := func() bool {
