@@ -24,7 +24,8 @@ var dist embed.FS
 // clientRoute reports whether first is the first segment of one of the console's own pages;
 // with "/" they are the paths answered with index.html (the app routes them in the browser).
 // Every other path is not the console's and stays the gateway's (guarded, 401/404 as the
-// contract says). docs is the API reference, rendered in the browser from /api/openapi.json.
+// contract says), except for a browser's navigation to it (Navigation). docs is the API
+// reference, rendered in the browser from /api/openapi.json.
 func clientRoute(first string) bool {
 	switch first {
 	case "signin", "signup", "workflows", "runs", "schedules", "keys", "docs":
@@ -32,6 +33,10 @@ func clientRoute(first string) bool {
 	}
 	return false
 }
+
+// rootFile reports whether name is a file of the build served at the root under its own
+// name (Vite copies public/ there): not content-hashed, so cached for a day only.
+func rootFile(name string) bool { return name == "favicon.svg" }
 
 // legacyPrefix is the first segment of a path people try for a web UI (issue 15): the console
 // owns it and sends it to "/" for good, where it would otherwise get the 401 (or, with
@@ -60,7 +65,8 @@ func New() *Handler {
 }
 
 // Owns reports whether a GET or HEAD of the clean path p is the console's: "/", a client
-// route, a file of the build's assets directory, or /ui and the paths under it (redirected).
+// route, a file of the build's assets directory, the favicon, or /ui and the paths under it
+// (redirected).
 func (h *Handler) Owns(method, p string) bool {
 	if method != http.MethodGet && method != http.MethodHead {
 		return false
@@ -68,11 +74,63 @@ func (h *Handler) Owns(method, p string) bool {
 	if p == "/" {
 		return true
 	}
+	if name := strings.TrimPrefix(p, "/"); rootFile(name) {
+		return fileExists(h.files, name)
+	}
 	first, rest, _ := strings.Cut(strings.TrimPrefix(p, "/"), "/")
 	if first == "assets" {
 		return rest != "" && !strings.Contains(rest, "/") && fileExists(h.files, "assets/"+rest)
 	}
 	return first == legacyPrefix || clientRoute(first)
+}
+
+// Navigation reports whether r, for the clean path p that Owns refused, is a browser loading
+// a page: a GET or HEAD outside /api whose Accept names HTML (a browser's navigation sends
+// "text/html,…"). Such a request gets the console, which shows its not-found page, instead of
+// the gateway's JSON 401 or 404 that an API client gets: an API client sends no Accept,
+// */*, or application/json, and everything under /api stays the API's whatever it accepts.
+func (h *Handler) Navigation(r *http.Request, p string) bool {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		return false
+	}
+	// In any case: /API/runs is an API client's typo, and gets the API's JSON answer.
+	if lower := strings.ToLower(p); lower == "/api" || strings.HasPrefix(lower, "/api/") {
+		return false
+	}
+	return acceptsHTML(r.Header.Values("Accept"))
+}
+
+// acceptsHTML reports whether an Accept header names text/html or application/xhtml+xml
+// itself, with a quality above 0 (a wildcard does not count: every client accepts JSON that way).
+func acceptsHTML(values []string) bool {
+	for _, v := range values {
+		for _, part := range strings.Split(v, ",") {
+			media, params, _ := strings.Cut(part, ";")
+			media = strings.ToLower(strings.TrimSpace(media))
+			if media != "text/html" && media != "application/xhtml+xml" {
+				continue
+			}
+			if q, ok := quality(params); !ok || q > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// quality reads q= from a media range's parameters; ok is false when there is none.
+func quality(params string) (float64, bool) {
+	for _, p := range strings.Split(params, ";") {
+		k, v, _ := strings.Cut(strings.TrimSpace(p), "=")
+		if strings.EqualFold(strings.TrimSpace(k), "q") {
+			q, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err != nil {
+				return 0, true
+			}
+			return q, true
+		}
+	}
+	return 0, false
 }
 
 func fileExists(fsys fs.FS, name string) bool {
@@ -94,31 +152,54 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if name, ok := strings.CutPrefix(r.URL.Path, "/assets/"); ok {
-		b, err := fs.ReadFile(h.files, "assets/"+name)
-		if err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		ct := mime.TypeByExtension(path.Ext(name))
-		if ct == "" {
-			ct = "application/octet-stream"
-		}
-		hd.Set("Content-Type", ct)
-		hd.Set("Cache-Control", "public, max-age=31536000, immutable")
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+		h.serveFile(w, r, "assets/"+name, "public, max-age=31536000, immutable")
 		return
 	}
+	if name := strings.TrimPrefix(r.URL.Path, "/"); rootFile(name) {
+		h.serveFile(w, r, name, "public, max-age=86400")
+		return
+	}
+	h.serveIndex(w, r, http.StatusOK)
+}
+
+// ServeNotFound answers a browser's navigation to a path that is no page (Navigation): 404,
+// with index.html, whose app shows the not-found page and the way back.
+func (h *Handler) ServeNotFound(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	h.serveIndex(w, r, http.StatusNotFound)
+}
+
+func (h *Handler) serveFile(w http.ResponseWriter, r *http.Request, name, cache string) {
+	b, err := fs.ReadFile(h.files, name)
+	if err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	ct := mime.TypeByExtension(path.Ext(name))
+	if ct == "" {
+		ct = "application/octet-stream"
+	}
+	w.Header().Set("Content-Type", ct)
+	w.Header().Set("Cache-Control", cache)
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(b))
+}
+
+// serveIndex answers index.html with status; only a 200 is revalidated with its ETag.
+func (h *Handler) serveIndex(w http.ResponseWriter, r *http.Request, status int) {
+	hd := w.Header()
 	hd.Set("Cache-Control", "no-cache")
-	hd.Set("ETag", h.etag)
 	hd.Set("Content-Type", "text/html; charset=utf-8")
 	hd.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; frame-ancestors 'none'")
 	hd.Set("X-Frame-Options", "DENY")
-	if inm := r.Header.Get("If-None-Match"); inm == h.etag || inm == "W/"+h.etag {
-		w.WriteHeader(http.StatusNotModified)
-		return
+	if status == http.StatusOK {
+		hd.Set("ETag", h.etag)
+		if inm := r.Header.Get("If-None-Match"); inm == h.etag || inm == "W/"+h.etag {
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
 	}
 	hd.Set("Content-Length", strconv.Itoa(len(h.index)))
-	w.WriteHeader(http.StatusOK)
+	w.WriteHeader(status)
 	if r.Method == http.MethodGet {
 		_, _ = w.Write(h.index)
 	}

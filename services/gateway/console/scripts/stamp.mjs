@@ -15,6 +15,7 @@ const walk = (dir) => {
   }
 };
 walk("src");
+walk("public"); // copied as they are into dist/ (the favicon)
 files.sort();
 const h = createHash("sha256");
 for (const f of files) {

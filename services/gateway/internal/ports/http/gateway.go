@@ -138,6 +138,13 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.console.ServeHTTP(w, r)
 		return
 	}
+	if g.console.Navigation(r, p) {
+		// A browser loading a page no route has (a mistyped or stale link): the console's
+		// not-found page, not the JSON an API client gets. Nothing under /api is one.
+		r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, "/"))
+		g.console.ServeNotFound(w, r)
+		return
+	}
 	var stream *internalauth.Identity // the identity of an event stream
 	if !isOpen(g.routes, p) {
 		id, taken, ok := g.guard(w, r)

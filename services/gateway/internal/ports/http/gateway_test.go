@@ -480,6 +480,44 @@ func TestGateway(t *testing.T) {
 		}
 	})
 
+	// A browser loading a page at a path no route has gets the console (which says it is not
+	// found, with a way back), without credentials and without spending a token; an API
+	// client's request to the same path, and anything under /api, gets the JSON as before.
+	t.Run("BrowserNavigationToUnknownPathGetsTheConsole", func(t *testing.T) {
+		t.Parallel()
+		const browser = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
+		for _, hdr := range [][]string{{"Accept", browser}, {"Accept", browser, "Cookie", cookie}} {
+			for _, path := range []string{"/nope", "/ready", "/runs-old/x", "/favicon.ico"} {
+				b := setup(t)
+				resp := b.do(t, http.MethodGet, path, nil, hdr...)
+				require.Equal(t, http.StatusNotFound, resp.status, path)
+				require.Equal(t, "text/html; charset=utf-8", resp.header.Get("Content-Type"), path)
+				require.Contains(t, string(resp.body), `<div id="app">`, path)
+				require.Empty(t, resp.header.Get("RateLimit-Remaining"), path)
+				require.Empty(t, b.resolver.Calls(), "a page needs no credentials")
+				b.requireNoHits(t)
+			}
+		}
+		for _, tc := range []struct{ method, path, accept string }{
+			{http.MethodGet, "/nope", ""},
+			{http.MethodGet, "/nope", "*/*"},
+			{http.MethodGet, "/nope", "application/json"},
+			{http.MethodPost, "/nope", browser},
+			{http.MethodGet, "/api/nope", browser},
+			{http.MethodGet, "/api", browser},
+			{http.MethodGet, "/api/workflows", browser},
+		} {
+			b := setup(t)
+			resp := b.do(t, tc.method, tc.path, nil, "Accept", tc.accept)
+			require.Equal(t, http.StatusUnauthorized, resp.status, "%s %s %q", tc.method, tc.path, tc.accept)
+			require.JSONEq(t, `{"error":"unauthorized","message":"send a session cookie, Authorization: Bearer <token>, or x-api-key"}`, string(resp.body))
+		}
+		b := setup(t)
+		resp := b.do(t, http.MethodGet, "/api/nope", nil, "Accept", browser, "Authorization", sessionToken)
+		require.Equal(t, http.StatusNotFound, resp.status)
+		require.JSONEq(t, `{"error":"not_found"}`, string(resp.body))
+	})
+
 	t.Run("RoutingTable", func(t *testing.T) {
 		t.Parallel()
 		for _, tc := range []struct {
