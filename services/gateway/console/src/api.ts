@@ -338,5 +338,10 @@ export interface Attempt {
   input?: unknown; output?: unknown; error: { message: string; code?: string } | null;
 }
 
+export interface Schedule {
+  id: string; workflowId: string; cron: string; timezone: string; input: unknown; enabled: boolean;
+  lastFiredAt: string | null; nextFireAt: string | null; createdAt: string; updatedAt: string;
+}
+
 export const finished = (s: string) => s === "completed" || s === "failed" || s === "cancelled";
 export const attemptOver = (s: string) => s !== "running";

@@ -4,6 +4,7 @@
 import type { ComponentChildren } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { get, withQuery } from "./api";
+import { describeError } from "./ui";
 import { deref, flatten, matches, operations, type Body, type Content, type Operation, type Param, type Reply, type Schema, type Spec } from "./openapi";
 
 export const OPENAPI_PATH = "/api/openapi.json";
@@ -156,8 +157,8 @@ function Holds({ spec, s, seen, said }: { spec: Spec; s: any; seen: string[]; sa
 
 function Params({ spec, params }: { spec: Spec; params: Param[] }) {
   return (
-    <table class="params">
-      <thead><tr><th>name</th><th>in</th><th></th><th>schema</th></tr></thead>
+    <div class="table-scroll"><table class="params">
+      <thead><tr><th scope="col">name</th><th scope="col">in</th><th scope="col">required</th><th scope="col">schema</th></tr></thead>
       <tbody>
         {params.map((p) => (
           <tr key={`${p.in} ${p.name}`} data-param={p.name}>
@@ -168,7 +169,7 @@ function Params({ spec, params }: { spec: Spec; params: Param[] }) {
           </tr>
         ))}
       </tbody>
-    </table>
+    </table></div>
   );
 }
 
@@ -311,7 +312,7 @@ export function Docs({ signedIn }: { signedIn: boolean }) {
   return (
     <section class="docs" data-testid="docs">
       <h1>{spec?.info.title ?? "svc"} API reference {spec && <small>v{spec.info.version} · OpenAPI {spec.openapi}</small>}</h1>
-      {err ? <p class="error" role="alert">Could not read <a href={OPENAPI_PATH}>{OPENAPI_PATH}</a>: {String((err as any).message ?? err)}</p> : null}
+      {err ? <p class="error" role="alert">The reference could not be read from <a href={OPENAPI_PATH}>{OPENAPI_PATH}</a>: {describeError(err).text}</p> : null}
       {!spec && !err && <p>Loading…</p>}
       {spec && (
         <>

@@ -93,7 +93,26 @@ export class PagedList<T> implements Model {
     this.items = this.items.map((y) => (this.key(y) === this.key(x) ? x : y));
     this.changed();
   }
+
+  // prepend puts an item the user just made at the top (lists are newest first).
+  prepend(x: T) {
+    this.items = [x, ...this.items.filter((y) => this.key(y) !== this.key(x))];
+    this.loaded = true;
+    this.changed();
+  }
+
+  // remove drops the item held with key k (the user deleted it).
+  remove(k: string) {
+    this.items = this.items.filter((y) => this.key(y) !== k);
+    this.changed();
+  }
 }
+
+// workflowNames holds the names of the workflows any page read, by id, for the pages that
+// show a workflow by its name without reading it again (a run's page after the runs list).
+// It lasts as long as the page: switching organization loads the console afresh.
+export const workflowNames = new Map<string, string>();
+export const rememberNames = (ws: { id: string; name: string }[]) => { for (const w of ws) workflowNames.set(w.id, w.name); };
 
 // RunRow is a run of the list; pending marks one inserted from an event and not read yet
 // (its createdAt is unknown).
