@@ -199,3 +199,33 @@ func TestGracefulShutdownHandsTheRunBack(t *testing.T) {
 	require.Equal(t, leaving.app.Replica(), slowReplica, "the step in flight finished on the leaving replica")
 	require.Equal(t, staying.app.Replica(), afterReplica, "the next block ran on the replica that stayed")
 }
+
+// TestPrivateTargetFailsAtOnce (issue 22): with the private-network policy on (the default), an
+// http.request to a loopback address cannot succeed on any retry: its one attempt fails with
+// code private_network_refused and a message naming the setting that allows such targets, no
+// retry is scheduled though the connector's policy allows 3 attempts, and the run fails.
+func TestPrivateTargetFailsAtOnce(t *testing.T) {
+	t.Parallel()
+	var hits atomic.Int32
+	local := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { hits.Add(1) }))
+	t.Cleanup(local.Close)
+	sys := start(t)
+	b := sys.setup(t)
+	b.workflow(t, "wf_private", 1, def([]string{manual,
+		`{"block_id":"call","type":"http.request","params":{"method":"GET","url":"` + local.URL + `/health"}}`,
+	}, edge("start", "call")))
+
+	id := b.startRun(t, "wf_private", nil)
+	got := b.waitStatus(t, id, "failed")
+	msg := got["error"].(map[string]any)["message"].(string)
+	require.Contains(t, msg, "SVC_HTTP_ALLOW_PRIVATE=1", "the run's error names the setting")
+	attempts := blockLogs(b.logs(t, id), "call")
+	require.Len(t, attempts, 1, "not retried: %v", attempts)
+	require.Equal(t, "failed", attempts[0]["status"])
+	errBody := attempts[0]["error"].(map[string]any)
+	require.Equal(t, "private_network_refused", errBody["code"])
+	require.Contains(t, errBody["message"], "GET "+local.URL+"/health: 127.0.0.1 is a loopback, private or link-local address, "+
+		"refused by the private-network policy (SVC_HTTP_ALLOW_PRIVATE=1 on run-orchestrator allows such targets")
+	require.Nil(t, attempts[0]["retry_at"], "no retry is scheduled")
+	require.Zero(t, hits.Load(), "nothing was sent")
+}

@@ -37,7 +37,21 @@ const defaultMaxOutput = 1 << 20
 // the headers leave room for the body in the output.
 const maxResponseHeader = 64 << 10
 
-var errPrivateTarget = errors.New("destination address is loopback, private or link-local; such targets are refused")
+// ErrPrivateTarget is an http.request refused by the private-network policy: the address it
+// dialled, after DNS resolution (a redirect's too), is loopback, private or link-local, and
+// SVC_HTTP_ALLOW_PRIVATE is not 1. A retry would dial the same address: the engine fails the
+// block at once (code private_network_refused).
+var ErrPrivateTarget = errors.New("refused by the private-network policy")
+
+// privateTargetError is ErrPrivateTarget for one address; its message says how to allow it.
+type privateTargetError struct{ ip netip.Addr }
+
+func (e *privateTargetError) Error() string {
+	return e.ip.String() + " is a loopback, private or link-local address, " + ErrPrivateTarget.Error() +
+		" (SVC_HTTP_ALLOW_PRIVATE=1 on run-orchestrator allows such targets, for development and tests)"
+}
+
+func (e *privateTargetError) Is(target error) bool { return target == ErrPrivateTarget }
 
 type httpExecutor struct {
 	strict    *http.Client // refuses private targets after DNS resolution
@@ -67,7 +81,7 @@ func newEgressClient(refusePrivate bool) *http.Client {
 				return err
 			}
 			if blocked(ip.Unmap()) {
-				return errPrivateTarget
+				return &privateTargetError{ip: ip.Unmap()}
 			}
 			return nil
 		}
@@ -136,8 +150,8 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 	}
 	resp, err := client.Do(req)
 	if err != nil {
-		if errors.Is(err, errPrivateTarget) {
-			return Result{}, errPrivateTarget
+		if pe := (*privateTargetError)(nil); errors.As(err, &pe) {
+			return Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), pe)
 		}
 		return Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}

@@ -318,6 +318,9 @@ func (q *Queue) result(job *runstore.Job, st run.StartAttempt, res executors.Res
 		if pe := (*executors.ParamError)(nil); errors.As(execErr, &pe) {
 			code = run.CodeInvalidParam
 		}
+		if errors.Is(execErr, executors.ErrPrivateTarget) {
+			code = run.CodePrivateNetworkRefused
+		}
 		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Input: input, Now: now}
 	}
 	if w := res.Wait; w != nil {

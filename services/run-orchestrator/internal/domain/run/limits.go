@@ -64,10 +64,16 @@ func WithLimits(l Limits) Option {
 	return func(in *Interpreter) { in.limits = l.withDefaults() }
 }
 
+// CodePrivateNetworkRefused: an http.request whose destination, after DNS resolution, is a
+// loopback, private or link-local address, which the private-network policy refuses
+// (SVC_HTTP_ALLOW_PRIVATE=0). Not retried either: a retry dials the same address, under the
+// same policy.
+const CodePrivateNetworkRefused = "private_network_refused"
+
 // final reports whether a failure with code would fail the same way on every retry, so that
 // the block fails at once whatever its connector's retry policy allows.
 func final(code string) bool {
-	return code == CodeInvalidParam || code == CodeOutputTooLarge
+	return code == CodeInvalidParam || code == CodeOutputTooLarge || code == CodePrivateNetworkRefused
 }
 
 // outputTooLarge says why block's output of n bytes cannot be kept, or "".

@@ -72,7 +72,7 @@ func TestAttemptOutputBound(t *testing.T) {
 
 func TestFinalFailuresAreNotRetried(t *testing.T) {
 	t.Parallel()
-	for _, code := range []string{run.CodeInvalidParam, run.CodeOutputTooLarge} {
+	for _, code := range []string{run.CodeInvalidParam, run.CodeOutputTooLarge, run.CodePrivateNetworkRefused} {
 		t.Run(code, func(t *testing.T) {
 			t.Parallel()
 			h := newHarness(t, failDef, nil)
