@@ -228,7 +228,7 @@ func writeSecret(file, s string) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // gone after the rename; cleans up after a failure
+	defer func() { _ = os.Remove(tmp.Name()) }() // gone after the rename; cleans up after a failure
 	if _, err := tmp.WriteString(s + "\n"); err != nil {
 		_ = tmp.Close()
 		return err
