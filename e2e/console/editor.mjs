@@ -228,7 +228,7 @@ try {
   await page.getByRole("link", { name: "Schedule it" }).click();
   await page.waitForURL(/\/schedules/);
   await page.getByLabel("Cron").fill("0 9 * * 1");
-  await page.getByTestId("cron-preview").locator("li").first().waitFor();
+  await page.getByTestId("next-fires").locator("time").first().waitFor();
   await page.getByRole("button", { name: "Create schedule" }).click();
   await page.locator(`[data-schedule]`, { hasText: "0 9 * * 1" }).waitFor();
 

@@ -15,7 +15,7 @@ import {
 import { EditGraph, type Selection } from "./editgraph";
 import { type Connector, type FieldError, type Raw, fieldsOf, fromRaw, oneOfRequired, pointerParts, toRaw } from "./schema";
 import { type FieldNote, Notes, SchemaForm } from "./schemaform";
-import { A, ErrorBox, Json, navigate, parseJSON, useLoad } from "./ui";
+import { A, ErrorBox, Json, PageError, navigate, parseJSON, useLoad } from "./ui";
 import "./editor.css";
 
 const defOf = (w: Workflow): Definition => ({ blocks: w.definition?.blocks || [], edges: w.definition?.edges || [] });
@@ -103,12 +103,7 @@ export function WorkflowPage({ id }: { id: string }) {
     }
   };
 
-  if (loadErr) {
-    if (loadErr instanceof APIError && loadErr.status === 404) {
-      return <section class="notfound"><h1>Workflow not found</h1><p>There is no workflow <code>{id}</code> in this organization: it may have been deleted, or belong to another organization.</p><p><A href="/workflows">Back to the workflows</A></p></section>;
-    }
-    return <section><ErrorBox err={loadErr} /><button onClick={load}>Try again</button></section>;
-  }
+  if (loadErr) return <PageError err={loadErr} what={`There is no workflow ${id} in this organization.`} back="/workflows" backLabel="Back to the workflows" retry={load} />;
   if (!wf) return <p>Loading…</p>;
   const def = defOf(wf), verrs: VError[] = wf.validation_errors || [];
 
