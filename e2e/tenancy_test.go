@@ -419,6 +419,16 @@ func tenancyMatrix() map[string]tenancyEntry {
 			return append([]tenancyProbe{{name: "list", method: "GET", path: "/api/schedules?limit=500", want: wantStatus(http.StatusOK)}},
 				foreign(" workflowId", "GET", "/api/schedules?workflowId=%s", f.wfA, missingWF, nil, wantNotFound)...)
 		},
+		"GET /api/schedules/preview": func(f *tenancyFixture, c caller) []tenancyProbe {
+			// Reads no organization's data: a cron's next fire times, the same for everyone,
+			// and nothing else in the answer.
+			return []tenancyProbe{{name: "preview", method: "GET", path: "/api/schedules/preview?cron=0+9+*+*+1&timezone=UTC", want: func(t *testing.T, r response) {
+				t.Helper()
+				require.Equal(t, http.StatusOK, r.Status, r.Raw)
+				require.Len(t, r.Body, 1, "only next: %s", r.Raw)
+				require.Contains(t, r.Body, "next", r.Raw)
+			}}}
+		},
 		"GET /api/schedules/{id}": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return foreign("", "GET", "/api/schedules/%s", f.schA, missingSch, nil, wantNotFound)
 		},
