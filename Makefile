@@ -19,7 +19,8 @@ help: ## list the targets
 
 # devstack is built and run, not `go run`: after a Ctrl-C, `go run` exits 1 whatever the
 # program did (its idle build workers take the interrupt for a failed build), and make would
-# report an error. Run this way, Ctrl-C ends with devstack's own status, 0 once it stopped
+# report an error. Run this way, devstack takes the terminal's foreground (terminal.go), so a
+# Ctrl-C reaches it and not make, and make ends with devstack's status: 0 once it stopped
 # everything. DEVSTACK_FLAGS passes flags (-only, -no-build, -root, ...).
 .PHONY: run
 run: ## build and run the whole system on this machine (Ctrl-C stops it; DEVSTACK_FLAGS='-only gateway,identity')

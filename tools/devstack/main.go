@@ -43,9 +43,11 @@ func main() {
 		fmt.Fprintln(os.Stderr, "devstack:", err)
 		os.Exit(2)
 	}
+	giveBack := takeForeground()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err = run(ctx, cfg, log, os.Stdout)
 	stop()
+	giveBack()
 	if err != nil {
 		log.Error("devstack stopped", "err", err)
 		os.Exit(1)
