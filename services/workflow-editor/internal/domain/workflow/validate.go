@@ -376,6 +376,10 @@ func (v *validator) templates(i int, b Block, ptr string, value any) {
 				}
 				return ""
 			})
+		} else {
+			// No whole repaired value (the template does not close): the guesses the
+			// references made (a block id, a name) are not values to set at ptr.
+			v.suggest(mark, ptr, func() string { return "" })
 		}
 	case map[string]any:
 		for _, k := range sortedKeys(x) {
