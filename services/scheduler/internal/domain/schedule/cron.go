@@ -82,7 +82,11 @@ func ParseCron(expr, timezone string) (c Cron, err error) {
 }
 
 func loadLocation(timezone string) (*time.Location, error) {
-	bad := invalidCron("timezone %q is not an IANA time zone name such as UTC, Europe/Paris or America/New_York", timezone)
+	shown := timezone
+	if len(shown) > 64 {
+		shown = shown[:64] + "…" // the answer never echoes more than this of a long query
+	}
+	bad := invalidCron("timezone %q is not an IANA time zone name such as UTC, Europe/Paris or America/New_York", shown)
 	if len(timezone) > 64 || timezone == "Local" || strings.ContainsAny(timezone, "\\\x00") || strings.HasPrefix(timezone, "/") {
 		return nil, bad
 	}

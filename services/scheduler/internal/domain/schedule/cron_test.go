@@ -1,6 +1,7 @@
 package schedule_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -161,6 +162,11 @@ func TestParseCron(t *testing.T) {
 		require.ErrorAs(t, err, &ic, "%q %q", tc.expr, tc.tz)
 		require.Contains(t, ic.Message, tc.says, "%q %q", tc.expr, tc.tz)
 	}
+	// A long timezone is named in the answer by its first 64 bytes only.
+	_, err := schedule.ParseCron("* * * * *", strings.Repeat("Europe/", 100_000))
+	var ic *schedule.InvalidCronError
+	require.ErrorAs(t, err, &ic)
+	require.Less(t, len(ic.Message), 300, "the message echoes the whole timezone")
 }
 
 // FuzzParseCron: no expression or timezone a client sends panics or yields a cron whose Next
