@@ -8,12 +8,14 @@ import (
 )
 
 // takeForeground makes devstack the foreground process group of the terminal it was started
-// from, so that a Ctrl-C there interrupts devstack (and the services it starts, which share
-// its group) and not `make` above it. GNU make, when interrupted, ends by the signal (status
-// 130, "Interrupt") whatever its recipe did; left out of the interrupt, it waits for devstack
-// and ends with devstack's status: 0 after an orderly stop. It does nothing when stdin is not
-// the terminal's or devstack is not in its foreground (a pipe, CI, a background job). The
-// function it returns gives the foreground back to the group that had it.
+// from, so that a Ctrl-C there interrupts devstack alone (the services run in process groups
+// of their own, and devstack stops them) and not `make` above it. GNU make, when interrupted,
+// ends by the signal (status 130, "Interrupt") whatever its recipe did; left out of the
+// interrupt, it waits for devstack and ends with devstack's status: 0 after an orderly stop.
+// While devstack holds the terminal it ignores Ctrl-Z: stopped, it could not be resumed (the
+// shell waits for make, not for devstack's group) and the terminal would hang. It does nothing
+// when stdin is not the terminal's or devstack is not in its foreground (a pipe, CI, a
+// background job). The function it returns gives the foreground back to the group that had it.
 func takeForeground() (giveBack func()) {
 	nothing := func() {}
 	fd := os.Stdin.Fd()
@@ -28,6 +30,7 @@ func takeForeground() (giveBack func()) {
 		_ = syscall.Setpgid(0, front)
 		return nothing
 	}
+	signal.Ignore(syscall.SIGTSTP)
 	return func() { _ = setForegroundGroup(fd, front) }
 }
 
