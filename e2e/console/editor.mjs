@@ -8,15 +8,9 @@ import { chromium } from "playwright-core";
 const base = process.env.BASE_URL, shots = process.env.SHOTS, email = process.env.EMAIL, echo = process.env.ECHO_URL;
 const step = (s) => console.log(`step: ${s}`);
 const pageErrors = [];
-let checkA11y = null;
-try {
-  ({ checkA11y } = await import("./axe.mjs"));
-} catch {
-  checkA11y = null;
-}
-const a11y = async (page, label) => {
-  if (checkA11y) await checkA11y(page, label);
-};
+import { checkA11y } from "./axe.mjs";
+
+const a11y = (page, label) => checkA11y(page, label);
 
 const browser = await chromium.launch({ executablePath: process.env.CHROMIUM, headless: true, args: ["--no-sandbox"] });
 try {
@@ -126,12 +120,27 @@ try {
   const timeoutField = page.getByTestId("block-panel").locator('[data-field="timeout_ms"]');
   await timeoutField.locator(".field-notes").waitFor();
   await page.getByTestId("summary").getByText("not applied").waitFor();
-  await page.getByTestId("block-panel").getByLabel(/^Timeout ms/).fill("5000");
+  // A template stands for a number too, and stays as typed when another setting is saved.
+  await page.getByTestId("block-panel").getByLabel(/^Timeout ms/).fill("{{ 5000 }}");
   await page.getByTestId("block-panel").getByRole("button", { name: "Save settings" }).click();
-  await page.getByTestId("summary").getByText("Saved").waitFor();
+  await page.getByTestId("summary").getByText("Saved: change fetch").waitFor();
+  await page.getByTestId("block-panel").getByLabel(/^Headers/).fill('{"X-Order": "{{ input.order }}"}');
+  await Promise.all([
+    page.waitForResponse((r) => r.request().method() === "POST" && r.url().endsWith("/operations")),
+    page.getByTestId("block-panel").getByRole("button", { name: "Save settings" }).click(),
+  ]);
+  const stored = await page.evaluate(async (id) => (await (await fetch(`/api/workflows/${id}`)).json()).definition.blocks.find((b) => b.block_id === "fetch").params, wfId);
+  if (stored.timeout_ms !== "{{ 5000 }}" || stored.headers?.["X-Order"] !== "{{ input.order }}") throw new Error(`fetch's params: ${JSON.stringify(stored)}`);
 
   step("connect and disconnect from the graph; rename a block");
-  await addBlock("log", "log", "note");
+  // An id already taken is refused on the form, before anything is sent.
+  const sentBefore = patches.length;
+  await addBlock("log", "log", "fetch");
+  await addForm.getByLabel(/^Message/).fill("noted");
+  await addForm.getByRole("button", { name: "Add block" }).click();
+  await addForm.getByText("A block called “fetch” already exists").waitFor();
+  if (patches.length !== sentBefore) throw new Error("an add under a taken id was sent");
+  await addForm.getByLabel("Block id").fill("note");
   await addForm.getByLabel("After").selectOption("");
   await addForm.getByLabel(/^Message/).fill("noted");
   await submitAdd("note");
@@ -146,6 +155,11 @@ try {
   await page.getByTestId("block-panel").getByRole("button", { name: "Remove block" }).click();
   await block("note").waitFor({ state: "detached" });
   await block("yes").locator(".body").click();
+  // A rename onto a taken id is refused, and the block stays.
+  await page.getByTestId("block-panel").getByLabel("Id", { exact: true }).fill("no");
+  await page.getByTestId("block-panel").getByRole("button", { name: "Rename" }).click();
+  await page.getByTestId("block-panel").getByText("A block called “no” already exists").waitFor();
+  await block("yes").waitFor();
   await page.getByTestId("block-panel").getByLabel("Id", { exact: true }).fill("found_it");
   await page.getByTestId("block-panel").getByRole("button", { name: "Rename" }).click();
   await block("found_it").waitFor();

@@ -37,7 +37,7 @@ export function plain(s: Problem, op: Op | undefined): string {
     case "unknown_param": return `This block has no setting “${param}”.`;
     case "invalid_param": {
       // The reason ends with what the rule wants: "… is invalid at /params/x: must be <= 9 (rule: maximum)."
-      const m = /is invalid at \S+: (.*) \(rule: [^)]*\)\.?$/.exec(s.reason) || /are invalid: (.*) \(rule: [^)]*\)\.?$/.exec(s.reason);
+      const m = /is invalid at \S+: (.*?) \(rule: [^)]*\)/.exec(s.reason) || /are invalid: (.*?) \(rule: [^)]*\)/.exec(s.reason);
       const why = m ? `: ${m[1]}` : "";
       return param ? `“${param}” is not valid${why}.` : `These settings are not valid${why}.`;
     }
@@ -89,12 +89,14 @@ export function fixOp(op: Op, p: Problem, value: unknown): Op | null {
 // batch that named its block (they failed because the block did not exist yet).
 export function fixBatch(sent: Sent, s: Skipped, fixed: Op): Op[] {
   const out = [fixed];
-  const ids = new Set([fixed.block_id, sent.ops[s.operation_index]?.block_id]);
-  if (fixed.operation_type === "add") {
+  const was = sent.ops[s.operation_index]?.block_id;
+  if (fixed.operation_type === "add" && was !== undefined) {
+    // The connects named the block by the id it was sent with; the fix may have changed it.
+    const rename = (id: string | undefined) => (id === was ? fixed.block_id : id);
     for (const o of sent.result.skipped_items) {
       const op = sent.ops[o.operation_index];
-      if (o !== s && op?.operation_type === "connect" && (ids.has(op.block_id) || ids.has(op.target_block_id!))) {
-        out.push(op);
+      if (o !== s && op?.operation_type === "connect" && (op.block_id === was || op.target_block_id === was)) {
+        out.push({ ...op, block_id: rename(op.block_id)!, target_block_id: rename(op.target_block_id) });
       }
     }
   }
@@ -114,6 +116,11 @@ export function fixValidation(def: Definition, e: VError): Op | null {
   return { operation_type: "update", block_id: b.block_id, params: { [key]: setAt((b.params || {})[key], parts.slice(2), e.did_you_mean) } };
 }
 
+// canonical is JSON with every object's keys sorted: the API stores params with sorted keys,
+// the page holds them in the order they were typed.
+export const canonical = (v: unknown): string => JSON.stringify(v, (_k, x) =>
+  x && typeof x === "object" && !Array.isArray(x) ? Object.fromEntries(Object.keys(x).sort().map((k) => [k, x[k]])) : x);
+
 const edgeKey = (e: Edge) => `${e.block_id}→${e.target_block_id}${e.branch ? `:${e.branch}` : ""}`;
 
 // changes lists, in words, what differs between the definition held and the one read again.
@@ -124,7 +131,7 @@ export function changes(held: Definition, now: Definition): string[] {
     const o = before.get(id);
     if (!o) out.push(`block “${id}” (${b.type}) was added`);
     else if (o.type !== b.type) out.push(`block “${id}” became a ${b.type}`);
-    else if (JSON.stringify(o.params ?? {}) !== JSON.stringify(b.params ?? {})) out.push(`the settings of “${id}” changed`);
+    else if (canonical(o.params ?? {}) !== canonical(b.params ?? {})) out.push(`the settings of “${id}” changed`);
   }
   for (const id of before.keys()) if (!after.has(id)) out.push(`block “${id}” was removed`);
   const eb = new Set(held.edges.map(edgeKey)), ea = new Set(now.edges.map(edgeKey));
@@ -174,16 +181,17 @@ export function refsFor(def: Definition, cat: Map<string, Connector>, id: string
   return refs;
 }
 
-// renameOps renames block from to `to` in one batch: the block added again under its new id,
-// its edges made again, references to it in other blocks' params rewritten, the old block
-// removed (its edges go with it).
-export function renameOps(def: Definition, from: string, to: string): Op[] {
+// renameOps renames block from to `to` in two batches: first the block added again under its
+// new id with its edges made again; then, only once that applied, references to it in other
+// blocks' params rewritten and the old block removed (its edges go with it). Sent as one batch,
+// an add the API skipped would still remove the block.
+export function renameOps(def: Definition, from: string, to: string): { first: Op[]; then: Op[] } {
   const b = def.blocks.find((x) => x.block_id === from);
-  if (!b) return [];
-  const ops: Op[] = [{ operation_type: "add", block_id: to, type: b.type, params: b.params || {} }];
+  if (!b) return { first: [], then: [] };
+  const first: Op[] = [{ operation_type: "add", block_id: to, type: b.type, params: b.params || {} }];
   for (const e of def.edges) {
-    if (e.target_block_id === from) ops.push({ operation_type: "connect", block_id: e.block_id, target_block_id: to, ...(e.branch ? { branch: e.branch } : {}) });
-    if (e.block_id === from) ops.push({ operation_type: "connect", block_id: to, target_block_id: e.target_block_id, ...(e.branch ? { branch: e.branch } : {}) });
+    if (e.target_block_id === from) first.push({ operation_type: "connect", block_id: e.block_id, target_block_id: to, ...(e.branch ? { branch: e.branch } : {}) });
+    if (e.block_id === from) first.push({ operation_type: "connect", block_id: to, target_block_id: e.target_block_id, ...(e.branch ? { branch: e.branch } : {}) });
   }
   const esc = from.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
   const re = new RegExp(`\\bsteps(\\.${esc}\\b|\\[\\s*"${esc}"\\s*\\]|\\[\\s*'${esc}'\\s*\\])`, "g");
@@ -193,6 +201,7 @@ export function renameOps(def: Definition, from: string, to: string): Op[] {
       : Array.isArray(v) ? v.map(rewrite)
       : v && typeof v === "object" ? Object.fromEntries(Object.entries(v).map(([k, x]) => [k, rewrite(x)]))
       : v;
+  const then: Op[] = [];
   for (const o of def.blocks) {
     if (o.block_id === from) continue;
     const changed: Record<string, unknown> = {};
@@ -200,10 +209,10 @@ export function renameOps(def: Definition, from: string, to: string): Op[] {
       const w = rewrite(v);
       if (JSON.stringify(w) !== JSON.stringify(v)) changed[k] = w;
     }
-    if (Object.keys(changed).length) ops.push({ operation_type: "update", block_id: o.block_id, params: changed });
+    if (Object.keys(changed).length) then.push({ operation_type: "update", block_id: o.block_id, params: changed });
   }
-  ops.push({ operation_type: "remove", block_id: from });
-  return ops;
+  then.push({ operation_type: "remove", block_id: from });
+  return { first, then };
 }
 
 // freeId is an unused block id for a new block of type t: "http_request", "http_request_2"…

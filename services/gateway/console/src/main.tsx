@@ -416,17 +416,20 @@ function atZone(iso: string, zone: string): string {
 // PREVIEW_PAUSE is how long typing must pause before the page asks for the next fire times:
 // each ask takes a rate-limit token.
 const PREVIEW_PAUSE = 500;
-const previews = new Map<string, { next?: string[]; err?: unknown }>(); // by cron and zone, for the page's life
+const previews = new Map<string, { next?: string[]; err?: unknown }>(); // by cron and zone, while the first time is ahead
 
 // useCronPreview asks the scheduler when cron would fire in zone (GET /api/schedules/preview:
-// its own parser and DST rules), once typing has paused; each pair is asked once.
+// its own parser and DST rules), once typing has paused; each pair is asked once while its
+// first fire time is ahead.
 function useCronPreview(cron: string, zone: string) {
   const key = `${cron.trim()}\n${zone.trim()}`;
   const [state, setState] = useState<{ key: string; next?: string[]; err?: unknown; busy: boolean }>({ key: "", busy: false });
   useEffect(() => {
     if (!cron.trim()) { setState({ key, busy: false }); return; }
     const known = previews.get(key);
-    if (known) { setState({ key, ...known, busy: false }); return; }
+    // Fire times are relative to now: a list whose first time has passed is asked again.
+    if (known?.next?.length && Date.parse(known.next[0]) <= Date.now()) previews.delete(key);
+    else if (known) { setState({ key, ...known, busy: false }); return; }
     setState((s) => ({ ...s, busy: true }));
     const ctl = new AbortController();
     const t = setTimeout(() => {

@@ -102,16 +102,23 @@ export function toRaw(fields: Field[], v: Record<string, unknown> | undefined): 
   return out;
 }
 
+// textOf is the text a field shows for value x. A template ("{{ input.n }}") may stand for any
+// param, a number or a boolean included: it is shown as it is, and read back as it is.
 export function textOf(f: Field, x: unknown): any {
-  if (x === undefined || x === null) return f.kind === "boolean" ? "" : "";
+  if (x === undefined || x === null) return "";
   switch (f.kind) {
-    case "boolean": return x === true ? "true" : x === false ? "false" : "";
-    case "enum": return JSON.stringify(x);
+    case "boolean": return x === true ? "true" : x === false ? "false" : typeof x === "string" ? x : JSON.stringify(x);
+    case "enum": return isChoice(f, JSON.stringify(x)) ? JSON.stringify(x) : typeof x === "string" ? x : JSON.stringify(x);
     case "json": return JSON.stringify(x, null, 2);
-    case "integer": case "number": return typeof x === "number" ? String(x) : JSON.stringify(x);
+    case "integer": case "number": return typeof x === "number" || typeof x === "string" ? String(x) : JSON.stringify(x);
     default: return typeof x === "string" ? x : JSON.stringify(x);
   }
 }
+
+// isChoice reports whether text is what a choice field holds for one of its choices (or
+// nothing): anything else (a template) is shown as text.
+export const isChoice = (f: Field, text: string): boolean =>
+  text === "" || (f.kind === "boolean" ? text === "true" || text === "false" : (f.choices || []).some((c) => JSON.stringify(c) === text));
 
 // FieldError is what is wrong with a field's text: its pointer ("/params/url" or "/name") and
 // the sentence that says it.
@@ -140,8 +147,7 @@ const isTemplate = (t: string) => /\{\{[\s\S]*\}\}/.test(t);
 
 function valueOf(f: Field, t: string, ptr: string, errs: FieldError[]): unknown {
   switch (f.kind) {
-    case "boolean": return t === "true";
-    case "enum": return JSON.parse(t);
+    case "boolean": case "enum": return isChoice(f, t) ? JSON.parse(t) : t;
     case "integer": case "number": {
       if (isTemplate(t)) return t.trim();
       const n = Number(t);

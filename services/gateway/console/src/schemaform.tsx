@@ -3,7 +3,7 @@
 // until the form is sent; problems show on the field they name, with the fixes offered.
 
 import type { ComponentChildren } from "preact";
-import { type Field, type Raw, type Ref, oneOfRequired } from "./schema";
+import { type Field, type Raw, type Ref, isChoice, oneOfRequired } from "./schema";
 
 export interface FieldNote {
   message: string;
@@ -69,7 +69,9 @@ function FieldRow({ f, raw, onRaw, idp, base, notes, refs }: { f: Field } & Omit
   // Where the cursor was when the field lost focus: a value picked from the helper goes there.
   const keepCaret = (e: FocusEvent) => { const el = e.target as HTMLInputElement; el.dataset.caret = String(el.selectionStart ?? el.value.length); };
   let input;
-  switch (f.kind) {
+  // A choice field that holds something else (a template) is a line of text.
+  const kind = (f.kind === "enum" || f.kind === "boolean") && !isChoice(f, text) ? "string" : f.kind;
+  switch (kind) {
     case "enum":
       input = (
         <select id={id} value={text} aria-invalid={invalid} aria-describedby={descId} onChange={(e) => set((e.target as HTMLSelectElement).value)}>
@@ -90,16 +92,15 @@ function FieldRow({ f, raw, onRaw, idp, base, notes, refs }: { f: Field } & Omit
         spellcheck={false} onBlur={keepCaret} onInput={(e) => set((e.target as HTMLTextAreaElement).value)} />;
       break;
     default:
-      input = <input id={id} value={text} placeholder={placeholder(f)} aria-invalid={invalid} aria-describedby={descId} spellcheck={false} onBlur={keepCaret}
-        inputMode={f.kind === "integer" || f.kind === "number" ? "numeric" : undefined} onInput={(e) => set((e.target as HTMLInputElement).value)} />;
+      input = <input id={id} value={text} placeholder={placeholder(f)} aria-invalid={invalid} aria-describedby={descId} spellcheck={false} onBlur={keepCaret} onInput={(e) => set((e.target as HTMLInputElement).value)} />;
   }
-  const helper = refs && refs.length > 0 && f.kind !== "enum" && f.kind !== "boolean";
+  const helper = refs && refs.length > 0 && kind !== "enum" && kind !== "boolean";
   return (
     <div class={`field${invalid ? " invalid" : ""}`} data-field={f.name}>
       <label for={id}>{f.title}{f.required && <Req />} <code class="pname">{f.name}</code></label>
       <div class="input-row">
         {input}
-        {helper && <RefPicker refs={refs!} label={`Insert a value into ${f.title}`} onPick={(r) => set(insertRef(id, text, r, f.kind))} />}
+        {helper && <RefPicker refs={refs!} label={`Insert a value into ${f.title}`} onPick={(r) => set(insertRef(id, text, r, kind))} />}
       </div>
       {f.description && <small class="desc" id={descId}>{f.description}</small>}
       <Notes notes={mine} />

@@ -6,7 +6,7 @@
 // new version). What the API skipped shows on the block and the field it names, in words, with
 // its hint as buttons: a did_you_mean sends the fix, allowed values are choices.
 
-import { useEffect, useMemo, useState } from "preact/hooks";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { APIError, call, get, post, type Block, type Definition, type Workflow } from "./api";
 import {
   type Op, type OpsResult, type Problem, type Sent, type Skipped, type VError, changes, fixBatch, fixOp, fixValidation,
@@ -55,13 +55,13 @@ export function NewWorkflow() {
 export function WorkflowPage({ id }: { id: string }) {
   const [wf, setWf] = useState<Workflow>();
   const [loadErr, setLoadErr] = useState<unknown>();
-  const { cat, err: catErr } = useCatalog();
+  const { cat, err: catErr, loaded } = useCatalog();
   const [sel, setSel] = useState<Selection>(null);
   const [adding, setAdding] = useState<{ type?: string } | null>(null);
   const [connecting, setConnecting] = useState<string | null>(null);
   const [branch, setBranch] = useState("true");
   const [sent, setSent] = useState<Sent | null>(null);
-  const [conflict, setConflict] = useState<{ ops: Op[]; what: string; now: Workflow; changed: string[] } | null>(null);
+  const [conflict, setConflict] = useState<{ what: string; now: Workflow; changed: string[]; redo: (now: Workflow) => Promise<unknown> } | null>(null);
   const [busy, setBusy] = useState(false);
   const [err, setErr] = useState<unknown>();
   const [zoom, setZoom] = useState(1);
@@ -70,6 +70,10 @@ export function WorkflowPage({ id }: { id: string }) {
     try { setWf(await get<Workflow>(`/api/workflows/${id}`)); setLoadErr(undefined); } catch (x) { setLoadErr(x); }
   };
   useEffect(() => { setWf(undefined); setSel(null); setSent(null); load(); }, [id]);
+  // While a connection is being made, its bar has the focus (the handle that started it is
+  // gone): Tab goes on to the blocks.
+  const bar = useRef<HTMLDivElement>(null);
+  useEffect(() => { if (connecting) bar.current?.focus(); }, [connecting]);
   // Escape ends a connection being made.
   useEffect(() => {
     if (!connecting) return;
@@ -78,23 +82,25 @@ export function WorkflowPage({ id }: { id: string }) {
     return () => removeEventListener("keydown", on);
   }, [connecting]);
 
-  // apply sends one batch on the version shown. It returns the answer (null on a refusal,
-  // which is shown).
-  const apply = async (ops: Op[], what: string): Promise<OpsResult | null> => {
-    if (!wf || ops.length === 0) return null;
+  // send sends one batch on workflow base's version and returns the answer and the workflow
+  // after it; null on a refusal, which is shown. A 412 reads the workflow again and offers to
+  // reload, or to do the change again (redo, on the workflow read) when one is given.
+  const send = async (base: Workflow, ops: Op[], what: string, redo?: (now: Workflow) => Promise<unknown>): Promise<{ result: OpsResult; wf: Workflow } | null> => {
+    if (ops.length === 0) return null;
     setBusy(true);
     setErr(undefined);
     try {
-      const result = await call<OpsResult>("POST", `/api/workflows/${id}/operations`, { ops }, undefined, { "If-Match": `"${wf.version}"` });
+      const result = await call<OpsResult>("POST", `/api/workflows/${id}/operations`, { ops }, undefined, { "If-Match": `"${base.version}"` });
+      const next = after(base, ops, result);
       setSent({ ops, result, what });
       setConflict(null);
-      setWf(after(wf, ops, result));
-      return result;
+      setWf(next);
+      return { result, wf: next };
     } catch (x) {
       if (x instanceof APIError && x.status === 412) {
         try {
           const now = await get<Workflow>(`/api/workflows/${id}`);
-          setConflict({ ops, what, now, changed: changes(defOf(wf), defOf(now)) });
+          setConflict({ what, now, changed: changes(defOf(base), defOf(now)), redo: redo ?? ((w) => send(w, ops, what)) });
         } catch (y) { setErr(y); }
       } else setErr(x);
       return null;
@@ -102,8 +108,22 @@ export function WorkflowPage({ id }: { id: string }) {
       setBusy(false);
     }
   };
+  // apply sends one batch on the version shown.
+  const apply: Apply = async (ops, what) => (wf ? (await send(wf, ops, what))?.result ?? null : null);
+  // rename sends the two batches of a rename (edit.ts, renameOps): the second only once the
+  // block exists under its new id. It reports whether the rename is done.
+  const rename = async (base: Workflow, from: string, to: string): Promise<boolean> => {
+    const { first, then } = renameOps(defOf(base), from, to);
+    const redo = (now: Workflow) => rename(now, from, to);
+    const r1 = await send(base, first, `rename ${from} to ${to}`, redo);
+    if (!r1 || r1.result.skipped_items.some((s) => s.operation_index === 0)) return false;
+    const r2 = await send(r1.wf, then, `rename ${from} to ${to}`, redo);
+    return !!r2 && r2.result.skipped_items.length === 0;
+  };
 
   if (loadErr) return <PageError err={loadErr} what={`There is no workflow ${id} in this organization.`} back="/workflows" backLabel="Back to the workflows" retry={load} />;
+  // The editor waits for the catalog: a block's form is made from its connector's schema.
+  if (!loaded) return catErr ? <PageError err={catErr} retry={() => location.reload()} /> : <p>Loading…</p>;
   if (!wf) return <p>Loading…</p>;
   const def = defOf(wf), verrs: VError[] = wf.validation_errors || [];
 
@@ -136,17 +156,16 @@ export function WorkflowPage({ id }: { id: string }) {
     <section class="workflow">
       <h1>{wf.name} <small>v{wf.version} · <code>{wf.id}</code></small></h1>
       {wf.description && <p>{wf.description}</p>}
-      <ErrorBox err={catErr} />
       {conflict && (
         <div class="conflict" role="alert" data-testid="conflict">
           <p><b>This workflow changed since you opened it</b> (v{wf.version} → v{conflict.now.version}), so your change ({conflict.what}) was not applied.</p>
           {conflict.changed.length > 0 ? <ul>{conflict.changed.map((c, i) => <li key={i}>{c}</li>)}</ul> : <p>Its name or description changed.</p>}
           <button onClick={() => { setWf(conflict.now); setConflict(null); setSent(null); }}>Reload</button>{" "}
-          <button onClick={async () => { const c = conflict; setWf(c.now); setConflict(null); await applyOn(c.now, c.ops, c.what); }}>Reload and apply my change again</button>
+          <button onClick={async () => { const c = conflict; setWf(c.now); setConflict(null); await c.redo(c.now); }}>Reload and apply my change again</button>
         </div>
       )}
       <div class="toolbar" role="toolbar" aria-label="Edit the workflow">
-        <button onClick={() => { setAdding({}); setConnecting(null); }} disabled={busy}>Add block</button>
+        <button onClick={() => { setAdding({}); setConnecting(null); setSent(null); }} disabled={busy}>Add block</button>
         <span class="zoom">
           <button class="ghost" onClick={() => setZoom((z) => Math.max(0.4, +(z - 0.2).toFixed(1)))} aria-label="Zoom out">−</button>
           <span aria-live="polite">{Math.round(zoom * 100)} %</span>
@@ -157,7 +176,7 @@ export function WorkflowPage({ id }: { id: string }) {
       </div>
       <ErrorBox err={err} />
       {connecting && (
-        <div class="connect-bar" role="status" data-testid="connecting">
+        <div class="connect-bar" role="status" data-testid="connecting" tabIndex={-1} ref={bar}>
           Choose the block that follows <b>{connecting}</b>
           {def.blocks.find((b) => b.block_id === connecting)?.type === "condition" && (
             <label> on the branch <select value={branch} onChange={(e) => setBranch((e.target as HTMLSelectElement).value)} aria-label="Branch"><option>true</option><option>false</option></select></label>
@@ -171,7 +190,7 @@ export function WorkflowPage({ id }: { id: string }) {
           {def.blocks.length === 0 ? (
             <div class="empty-graph">
               <p class="empty">This workflow has no blocks yet. A workflow starts at a trigger: add one, then the blocks that follow it.</p>
-              <button onClick={() => setAdding({ type: "trigger.manual" })}>Add a manual trigger</button>
+              <button onClick={() => { setAdding({ type: "trigger.manual" }); setSent(null); }}>Add a manual trigger</button>
             </div>
           ) : (
             <EditGraph def={def} cat={cat} problems={problems} selected={sel} connecting={connecting} zoom={zoom}
@@ -185,7 +204,7 @@ export function WorkflowPage({ id }: { id: string }) {
               onDone={(bid) => { setAdding(null); setSel({ kind: "block", id: bid }); }} onCancel={() => setAdding(null)} />
           ) : selBlock ? (
             <BlockPanel key={selBlock.block_id + JSON.stringify(selBlock.params ?? {})} block={selBlock} def={def} cat={cat} verrs={verrs.filter((e) => e.block_id === selBlock.block_id)}
-              sent={sent} apply={apply} busy={busy} onRenamed={(to) => setSel({ kind: "block", id: to })} onRemoved={() => setSel(null)}
+              sent={sent} apply={apply} rename={(from, to) => rename(wf, from, to)} busy={busy} onRenamed={(to) => setSel({ kind: "block", id: to })} onRemoved={() => setSel(null)}
               onConnect={() => startConnect(selBlock.block_id)} />
           ) : selEdge ? (
             <EdgePanel edge={selEdge} def={def} apply={apply} busy={busy} onRemoved={() => setSel(null)} />
@@ -197,26 +216,11 @@ export function WorkflowPage({ id }: { id: string }) {
           )}
         </aside>
       </div>
-      <Problems verrs={verrs} def={def} apply={apply} busy={busy} onAddTrigger={(t) => setAdding({ type: t })} onSelect={(bid) => setSel({ kind: "block", id: bid })} />
+      <Problems verrs={verrs} def={def} apply={apply} busy={busy} onAddTrigger={(t) => { setAdding({ type: t }); setSent(null); }} onSelect={(bid) => setSel({ kind: "block", id: bid })} />
       <RunBox wf={wf} trigger={trig} runnable={verrs.length === 0 && def.blocks.length > 0} />
       <details><summary>JSON</summary><Json v={wf} /></details>
     </section>
   );
-
-  // applyOn sends ops on a workflow read again after a 412.
-  async function applyOn(now: Workflow, ops: Op[], what: string) {
-    setBusy(true);
-    try {
-      const result = await call<OpsResult>("POST", `/api/workflows/${id}/operations`, { ops }, undefined, { "If-Match": `"${now.version}"` });
-      setSent({ ops, result, what });
-      setWf(after(now, ops, result));
-    } catch (x) {
-      if (x instanceof APIError && x.status === 412) {
-        const again = await get<Workflow>(`/api/workflows/${id}`).catch(() => now);
-        setConflict({ ops, what, now: again, changed: changes(defOf(now), defOf(again)) });
-      } else setErr(x);
-    } finally { setBusy(false); }
-  }
 }
 
 // after is the workflow once a batch was answered: the answer has no definition, so the ops
@@ -235,10 +239,13 @@ function FixButtons({ op, p, onFix, busy }: { op: Op; p: Problem; onFix: (fixed:
   const dym = h.did_you_mean;
   const show = (v: unknown) => (typeof v === "string" ? v : JSON.stringify(v));
   const fixed = dym !== undefined ? fixOp(op, p, dym) : null;
-  const allowed = (h.allowed || []).filter((v) => v !== dym);
+  // For a number out of its range the API sends the range's bounds as allowed: not choices.
+  const range = p.reason_code === "invalid_param" && h.allowed?.length === 2 && h.allowed.every((v) => typeof v === "number") ? h.allowed as number[] : null;
+  const allowed = range ? [] : (h.allowed || []).filter((v) => v !== dym);
   return (
     <>
       {fixed && <button class="fix" disabled={busy} onClick={() => onFix(fixed)} data-testid="did-you-mean">Use “{cut(show(dym), 60)}”</button>}
+      {range && <span class="hint"> (from {range[0]} to {range[1]})</span>}
       {p.reason_code === "hidden_param_in_input" && (() => { const f = fixOp(op, p, undefined); return f && <button class="fix" disabled={busy} onClick={() => onFix(f)}>Leave it out</button>; })()}
       {allowed.length > 0 && p.reason_code !== "hidden_param_in_input" && (
         <select class="fix" aria-label="Choose an allowed value" value="" disabled={busy} onChange={(e) => {
@@ -361,6 +368,9 @@ function AddPanel({ cat, def, initialType, after, apply, sent, skipped, busy, on
     e.preventDefault();
     const fe: FieldError[] = [];
     const params = fromRaw(fields, raw, "/params", fe);
+    // A taken id is refused here: sent, the add would be skipped but its connection would
+    // apply to the block that has the id.
+    if (def.blocks.some((b) => b.block_id === bid)) fe.push({ pointer: "/block_id", message: `A block called “${bid}” already exists: choose another id, such as “${freeId(def, type)}”.` });
     setErrs(fe);
     if (fe.length) return;
     const ops: Op[] = [{ operation_type: "add", block_id: bid, type, params }];
@@ -374,7 +384,7 @@ function AddPanel({ cat, def, initialType, after, apply, sent, skipped, busy, on
   };
   const notes = skipNotes(sent, (op) => op.operation_type === "add" || (op.operation_type === "connect" && skipped.length > 0), onFix, busy);
   for (const fe of errs) notes.byField.set(fe.pointer, [...(notes.byField.get(fe.pointer) || []), { message: fe.message }]);
-  const idNotes = notes.rest;
+  const idNotes = [...notes.rest, ...(notes.byField.get("/block_id") || [])];
   return (
     <form class="add" onSubmit={submit} data-testid="add-form" aria-label={`Add a ${conn.title} block`}>
       <h2>Add: {conn.title} <small><code>{conn.type}</code></small></h2>
@@ -414,8 +424,9 @@ function defaults(fields: ReturnType<typeof fieldsOf>): Raw {
 
 // BlockPanel shows a block: its settings (saved as one update of the params changed), its
 // connections, rename and remove, and its problems on the fields they name.
-function BlockPanel({ block, def, cat, verrs, sent, apply, busy, onRenamed, onRemoved, onConnect }: {
+function BlockPanel({ block, def, cat, verrs, sent, apply, rename: renameTo, busy, onRenamed, onRemoved, onConnect }: {
   block: Block; def: Definition; cat: Map<string, Connector>; verrs: VError[]; sent: Sent | null; apply: Apply; busy: boolean;
+  rename: (from: string, to: string) => Promise<boolean>;
   onRenamed: (id: string) => void; onRemoved: () => void; onConnect: () => void;
 }) {
   const conn = cat.get(block.type);
@@ -423,6 +434,7 @@ function BlockPanel({ block, def, cat, verrs, sent, apply, busy, onRenamed, onRe
   const [raw, setRaw] = useState<Raw>(() => toRaw(fields, block.params || {}));
   const [errs, setErrs] = useState<FieldError[]>([]);
   const [newId, setNewId] = useState(block.block_id);
+  const [idErr, setIdErr] = useState("");
   const [target, setTarget] = useState("");
   const [branch, setBranch] = useState("true");
   const params = block.params || {};
@@ -442,9 +454,10 @@ function BlockPanel({ block, def, cat, verrs, sent, apply, busy, onRenamed, onRe
   const rename = async (e: Event) => {
     e.preventDefault();
     const to = newId.trim();
+    setIdErr("");
     if (!to || to === block.block_id) return;
-    const r = await apply(renameOps(def, block.block_id, to), `rename ${block.block_id} to ${to}`);
-    if (r && !r.skipped_items.some((s) => s.operation_index === 0)) onRenamed(to);
+    if (def.blocks.some((b) => b.block_id === to)) { setIdErr(`A block called “${to}” already exists: choose another id.`); return; }
+    if (await renameTo(block.block_id, to)) onRenamed(to);
   };
   const remove = async () => {
     if (!confirm(`Remove block “${block.block_id}” and its connections?`)) return;
@@ -519,11 +532,15 @@ function BlockPanel({ block, def, cat, verrs, sent, apply, busy, onRenamed, onRe
         </form>
       )}
       <h3>Block</h3>
-      <form class="inline" onSubmit={rename}>
-        <label for="rename-id">Id</label>
-        <input id="rename-id" value={newId} pattern="[A-Za-z0-9_\-]{1,64}" title="1 to 64 letters, digits, _ or -" required onInput={(e) => setNewId((e.target as HTMLInputElement).value)} />
-        <button type="submit" disabled={busy || newId.trim() === block.block_id}>Rename</button>
-      </form>
+      {conn && (
+        <form class="inline" onSubmit={rename}>
+          <label for="rename-id">Id</label>
+          <input id="rename-id" value={newId} pattern="[A-Za-z0-9_\-]{1,64}" title="1 to 64 letters, digits, _ or -" required aria-invalid={idErr ? "true" : undefined}
+            onInput={(e) => { setNewId((e.target as HTMLInputElement).value); setIdErr(""); }} />
+          <button type="submit" disabled={busy || newId.trim() === block.block_id}>Rename</button>
+        </form>
+      )}
+      <Notes notes={idErr ? [{ message: idErr }] : []} />
       <button class="danger" onClick={remove} disabled={busy}>Remove block</button>
     </div>
   );
