@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -117,6 +118,12 @@ func TestQuickstart(t *testing.T) {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "bash", "-e", "-o", "pipefail", "-c", script)
 	cmd.Dir = root
+	// On the timeout bash is killed, and its whole process group with it (a curl left waiting
+	// on the hook would hold the hook's Close in cleanup); Wait gives up on pipes a straggler
+	// keeps open.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
+	cmd.WaitDelay = 5 * time.Second
 	cmd.Env = append(environ(), "HOME="+t.TempDir(), "E2E_MAKE_RUN_HOOK="+hook.URL)
 	var stdout, stderr testkit.SyncBuffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
