@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"bytes"
-	"context"
 	"encoding/hex"
 	"net/http"
 	"net/http/httptest"
@@ -12,7 +10,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -51,31 +48,11 @@ func TestConsoleEditor(t *testing.T) {
 		ServiceEnv:   map[harness.Service]map[string]string{harness.Orchestrator: {"SVC_HTTP_ALLOW_PRIVATE": "1"}},
 	})
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	work := t.TempDir()
-	for _, f := range []string{"editor.mjs", "axe.mjs"} {
-		src, err := os.ReadFile(filepath.Join(consoleDir, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(work, f), src, 0o644))
-	}
-	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
-	shots := t.TempDir()
-	if dir := os.Getenv("SVC_CONSOLE_SCREENSHOTS"); dir != "" {
-		shots, err = filepath.Abs(filepath.Join("..", dir))
-		require.NoError(t, err)
-	}
-	cmd := exec.CommandContext(ctx, "node", filepath.Join(work, "editor.mjs"))
-	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser, "SHOTS="+shots, "ECHO_URL="+echo.URL,
-		"EMAIL=editor-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com")
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	require.NoError(t, err, "editor.mjs:\n%s", out.String())
-	require.Contains(t, out.String(), "\nok\n", out.String())
-	require.Contains(t, out.String(), "a11y: editor: no serious or critical violation", "axe checked the editor")
-	for _, m := range regexp.MustCompile(`(?m)^(shown: |batches sent: ).*$`).FindAllString(out.String(), -1) {
+	shots := consoleShots(t)
+	out := runConsoleScript(t, "editor.mjs", modules, "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser, "SHOTS="+shots,
+		"ECHO_URL="+echo.URL, "EMAIL=editor-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com")
+	require.Contains(t, out, "a11y: editor: no serious or critical violation", "axe checked the editor")
+	for _, m := range regexp.MustCompile(`(?m)^(shown: |batches sent: ).*$`).FindAllString(out, -1) {
 		t.Log(m)
 	}
 	for _, f := range []string{"console-editor.png", "console-editor-hint.png"} {

@@ -76,44 +76,19 @@ func TestConsole(t *testing.T) {
 	teamJSON, err := json.Marshal(team)
 	require.NoError(t, err)
 
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	// An ES module resolves its imports from where it lies (NODE_PATH is not read): the script
-	// runs from a directory beside the installed packages.
-	work := t.TempDir()
-	for _, f := range []string{"console.mjs", "axe.mjs"} {
-		src, err := os.ReadFile(filepath.Join(consoleDir, f))
-		require.NoError(t, err)
-		require.NoError(t, os.WriteFile(filepath.Join(work, f), src, 0o644))
-	}
-	script := filepath.Join(work, "console.mjs")
-	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
-	// The screenshots go to a temporary directory, so a test run leaves the tree as it was;
-	// SVC_CONSOLE_SCREENSHOTS=docs (or any directory) keeps them, to refresh docs/ by hand.
-	shots := t.TempDir()
-	if dir := os.Getenv("SVC_CONSOLE_SCREENSHOTS"); dir != "" {
-		shots, err = filepath.Abs(filepath.Join("..", dir))
-		require.NoError(t, err)
-	}
-	cmd := exec.CommandContext(ctx, "node", script)
-	cmd.Env = append(environ(), "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser,
+	shots := consoleShots(t)
+	out := runConsoleScript(t, "console.mjs", modules, "BASE_URL="+sys.BaseURL, "CHROMIUM="+browser,
 		"SHOTS="+shots, "EMAIL=console-"+hex.EncodeToString([]byte(t.Name()))[:8]+"@example.com",
 		"SEED_EMAIL="+seed.email, "SEED_PASSWORD="+seed.password, "SEED_KEY="+seed.key,
 		"SEED_WORKFLOW="+seed.liveWorkflow, fmt.Sprintf("SEED_RUNS=%d", seed.runs), "TEAM="+string(teamJSON))
-	cmd.WaitDelay = 5 * time.Second
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err = cmd.Run()
-	require.NoError(t, err, "console.mjs:\n%s", out.String())
-	require.Contains(t, out.String(), "\nok\n", out.String())
 	// The requests the pages sent, for the record (console.mjs bounds them).
-	for _, m := range regexp.MustCompile(`(?m)^(requests: |shown: |attempts on the run page: |a11y: |  (GET|POST|PATCH|DELETE) ).*$`).FindAllString(out.String(), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^(requests: |shown: |attempts on the run page: |a11y: |  (GET|POST|PATCH|DELETE) ).*$`).FindAllString(out, -1) {
 		t.Log(m)
 	}
 
 	// The key revoked on the page is refused at once.
-	m := regexp.MustCompile(`revoked: (svc_\w+)`).FindStringSubmatch(out.String())
-	require.NotNil(t, m, out.String())
+	m := regexp.MustCompile(`revoked: (svc_\w+)`).FindStringSubmatch(out)
+	require.NotNil(t, m, out)
 	req, err := http.NewRequest(http.MethodGet, sys.BaseURL+"/api/workflows", nil)
 	require.NoError(t, err)
 	req.Header.Set("X-Api-Key", m[1])
@@ -342,4 +317,43 @@ func startRunWithKey(ctx context.Context, base, key, workflow string, input any)
 		return fmt.Errorf("start run: %d %s", resp.StatusCode, strings.TrimSpace(string(raw)))
 	}
 	return nil
+}
+
+// consoleShots is where a browser test's screenshots go: a temporary directory, so a test run
+// leaves the tree as it was; SVC_CONSOLE_SCREENSHOTS=docs (or any directory, from the
+// repository root) keeps them, to refresh docs/ by hand.
+func consoleShots(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("SVC_CONSOLE_SCREENSHOTS")
+	if dir == "" {
+		return t.TempDir()
+	}
+	shots, err := filepath.Abs(filepath.Join("..", dir))
+	require.NoError(t, err)
+	return shots
+}
+
+// runConsoleScript runs one of the browser scripts of consoleDir with node (beside axe.mjs,
+// which they import), with env added, and returns what it printed; it fails the test unless the
+// script exits 0 and prints "ok" last. An ES module resolves its imports from where it lies
+// (NODE_PATH is not read): the scripts run from a directory beside the installed packages.
+func runConsoleScript(t *testing.T, script, modules string, env ...string) string {
+	t.Helper()
+	work := t.TempDir()
+	for _, f := range []string{script, "axe.mjs"} {
+		src, err := os.ReadFile(filepath.Join(consoleDir, f))
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(work, f), src, 0o644))
+	}
+	require.NoError(t, os.Symlink(modules, filepath.Join(work, "node_modules")))
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, "node", filepath.Join(work, script))
+	cmd.Env = append(environ(), env...)
+	cmd.WaitDelay = 5 * time.Second
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	require.NoError(t, cmd.Run(), "%s:\n%s", script, out.String())
+	require.Contains(t, out.String(), "\nok\n", out.String())
+	return out.String()
 }
