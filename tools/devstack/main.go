@@ -130,11 +130,13 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 	}
 	// A child that needed SIGKILL is worth a warning, not a failed exit: killing it after the
 	// deadline is part of stopping.
+	var unsure []string // stop steps that reported a problem (a child killed, a server that would not stop)
 	stopStep := func(what string, stop func(context.Context) error) {
 		sctx, cancel := stopCtx()
 		defer cancel()
 		if serr := stop(sctx); serr != nil {
 			log.Warn("stop", "what", what, "err", serr)
+			unsure = append(unsure, what)
 		}
 	}
 	// Ctrl-C is a request, not a failure, also during start-up: the step it interrupts fails
@@ -145,8 +147,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger, stdout io.Writer) (e
 			log.Debug("interrupted", "err", err)
 			err = nil
 		}
-		if err == nil {
+		switch {
+		case err == nil && len(unsure) == 0:
 			say("devstack stopped: every process it started has exited")
+		case err == nil:
+			say("devstack stopped; stopping %s reported a problem (see the warnings above)", strings.Join(unsure, ", "))
 		}
 	}()
 

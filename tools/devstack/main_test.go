@@ -30,6 +30,7 @@ import (
 const (
 	fakeServiceEnv = "DEVSTACK_TEST_FAKE_SERVICE" // set: be a fake service named after argv[0]
 	fakeCrashEnv   = "DEVSTACK_TEST_FAKE_CRASH"   // service name: that one exits 3 soon after start
+	fakeStuckEnv   = "DEVSTACK_TEST_FAKE_STUCK"   // service name: that one ignores SIGTERM
 )
 
 // testPorts hands out the fake services' ports from below the kernel's ephemeral range
@@ -96,6 +97,10 @@ func runFakeService() int {
 	go func() { _ = srv.Serve(ln) }()
 	fmt.Println("listening on", ln.Addr())
 
+	if os.Getenv(fakeStuckEnv) == name {
+		signal.Ignore(syscall.SIGTERM)
+		select {} // until devstack kills it
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	if os.Getenv(fakeCrashEnv) == name {
@@ -340,6 +345,24 @@ func TestRun(t *testing.T) {
 		// The others were stopped, not left running.
 		_, herr := http.Get("http://127.0.0.1:" + strconv.Itoa(bundle.ports["identity"]) + "/health") //nolint:noctx // local fake
 		require.Error(t, herr)
+	})
+
+	t.Run("AStopProblemIsSaidLast", func(t *testing.T) {
+		t.Parallel()
+		bundle := setup(t, false, fakeStuckEnv+"=scheduler")
+		bundle.cfg.only = []string{"scheduler"}
+		bundle.cfg.stopTimeout = 200 * time.Millisecond
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- run(ctx, bundle.cfg, testLog(t), bundle.out) }()
+		require.Eventually(t, func() bool {
+			return strings.Contains(bundle.out.String(), "services are up")
+		}, 30*time.Second, 20*time.Millisecond, "output so far:\n%s", bundle.out)
+		cancel()
+		require.NoError(t, <-done, "a child killed at the deadline is no failed exit")
+		out := bundle.out.String()
+		require.NotContains(t, out, "every process it started has exited", out)
+		require.True(t, strings.HasSuffix(out, "devstack stopped; stopping services reported a problem (see the warnings above)\n"), out)
 	})
 
 	t.Run("Only", func(t *testing.T) {
