@@ -57,6 +57,8 @@ try {
     await addForm.getByRole("button", { name: "Add block" }).click();
     await block(id).waitFor();
     await page.getByTestId("block-panel").and(page.locator(`[data-block="${id}"]`)).waitFor();
+    // The new block has the keyboard's focus.
+    await page.waitForFunction((id) => document.activeElement?.closest?.(`[data-block="${id}"]`) != null, id);
   };
 
   step("a manual trigger with an input schema");
@@ -132,7 +134,7 @@ try {
   const stored = await page.evaluate(async (id) => (await (await fetch(`/api/workflows/${id}`)).json()).definition.blocks.find((b) => b.block_id === "fetch").params, wfId);
   if (stored.timeout_ms !== "{{ 5000 }}" || stored.headers?.["X-Order"] !== "{{ input.order }}") throw new Error(`fetch's params: ${JSON.stringify(stored)}`);
 
-  step("connect and disconnect from the graph; rename a block");
+  step("connect (by keyboard) and disconnect on the graph; rename a block");
   // An id already taken is refused on the form, before anything is sent.
   const sentBefore = patches.length;
   await addBlock("log", "log", "fetch");
@@ -144,9 +146,12 @@ try {
   await addForm.getByLabel("After").selectOption("");
   await addForm.getByLabel(/^Message/).fill("noted");
   await submitAdd("note");
-  await graph.locator('[data-block="yes"] .handle').click();
+  // With the keyboard: the handle, then the block that follows (both focusable, Enter acts).
+  await graph.locator('[data-block="yes"] .handle').focus();
+  await page.keyboard.press("Enter");
   await page.getByTestId("connecting").waitFor();
-  await block("note").locator(".body").click();
+  await block("note").locator(".body").focus();
+  await page.keyboard.press("Enter");
   await graph.locator('[data-edge="yes>note"]').waitFor();
   await graph.locator('[data-edge="yes>note"]').click();
   await page.getByTestId("edge-panel").getByRole("button", { name: "Remove connection" }).click();

@@ -1,7 +1,9 @@
 // EditGraph draws a workflow for editing: blocks laid out top to bottom (layout.ts), each a
 // button that selects it, with a handle below it that starts a connection; edges are buttons
 // too, labelled with their branch. While a connection is being made, a click on a block ends
-// it there. Every control is reachable with the keyboard (Tab, then Enter or Space).
+// it there. Every control is reachable with the keyboard (Tab, then Enter or Space). On SVG
+// elements the attribute is written tabindex: Preact sets SVG attributes by the name given, and
+// SVG attribute names are case-sensitive (a "tabIndex" attribute makes nothing focusable).
 
 import type { Definition } from "./api";
 import { BH, BW, layout } from "./layout";
@@ -45,7 +47,7 @@ export function EditGraph({ def, cat, problems, selected, connecting, zoom, onSe
         const sel = selected?.kind === "edge" && selected.from === e.block_id && selected.to === e.target_block_id;
         const label = `Connection from ${e.block_id} to ${e.target_block_id}${e.branch ? `, branch ${e.branch}` : ""}`;
         return (
-          <g key={`${e.block_id}>${e.target_block_id}`} class={`edge${sel ? " selected" : ""}`} tabIndex={0} role="button" aria-label={label} aria-pressed={sel}
+          <g key={`${e.block_id}>${e.target_block_id}`} class={`edge${sel ? " selected" : ""}`} tabindex={0} role="button" aria-label={label} aria-pressed={sel}
             data-edge={`${e.block_id}>${e.target_block_id}`}
             onClick={(ev) => { ev.stopPropagation(); onSelect({ kind: "edge", from: e.block_id, to: e.target_block_id }); }}
             onKeyDown={activate(() => onSelect({ kind: "edge", from: e.block_id, to: e.target_block_id }))}>
@@ -66,7 +68,7 @@ export function EditGraph({ def, cat, problems, selected, connecting, zoom, onSe
         return (
           <g key={b.block_id} transform={`translate(${p.x},${p.y})`} class={`block${n ? " invalid" : ""}${sel ? " selected" : ""} cat-${cat.get(b.type)?.category ?? "unknown"}`}
             data-block={b.block_id}>
-            <g class="body" tabIndex={0} role="button" aria-label={label} aria-pressed={sel}
+            <g class="body" tabindex={0} role="button" aria-label={label} aria-pressed={sel}
               onClick={(ev) => { ev.stopPropagation(); click(b.block_id); }} onKeyDown={activate(() => click(b.block_id))}>
               <rect width={BW} height={BH} rx="8" />
               {/* One text: its pieces read as "id title", as the accessible name begins. */}
@@ -74,7 +76,7 @@ export function EditGraph({ def, cat, problems, selected, connecting, zoom, onSe
             </g>
             {n > 0 && <g class="badge" aria-hidden="true"><circle cx={BW - 12} cy="12" r="9" /><text x={BW - 12} y="16" text-anchor="middle">{n}</text></g>}
             {!connecting && (
-              <g class="handle" tabIndex={0} role="button" aria-label={`Connect ${b.block_id} to another block`}
+              <g class="handle" tabindex={0} role="button" aria-label={`Connect ${b.block_id} to another block`}
                 onClick={(ev) => { ev.stopPropagation(); onHandle(b.block_id); }} onKeyDown={activate(() => onHandle(b.block_id))}>
                 <title>{`Connect: click here, then the block that follows ${b.block_id}`}</title>
                 <circle cx={BW / 2} cy={BH} r="7" />

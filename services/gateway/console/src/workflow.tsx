@@ -70,6 +70,14 @@ export function WorkflowPage({ id }: { id: string }) {
     try { setWf(await get<Workflow>(`/api/workflows/${id}`)); setLoadErr(undefined); } catch (x) { setLoadErr(x); }
   };
   useEffect(() => { setWf(undefined); setSel(null); setSent(null); load(); }, [id]);
+  // A block just added or renamed takes the focus on the graph (its panel opens beside it),
+  // so the keyboard goes on from there and not from the top of the page.
+  const [focusId, setFocusId] = useState<string | null>(null);
+  useEffect(() => {
+    if (!focusId) return;
+    (document.querySelector(`[data-block="${CSS.escape(focusId)}"] .body`) as SVGGElement | null)?.focus();
+    setFocusId(null);
+  });
   // While a connection is being made, its bar has the focus (the handle that started it is
   // gone): Tab goes on to the blocks.
   const bar = useRef<HTMLDivElement>(null);
@@ -201,10 +209,10 @@ export function WorkflowPage({ id }: { id: string }) {
           {adding ? (
             <AddPanel key={adding.type || ""} cat={cat} def={def} initialType={adding.type} after={selBlock?.block_id || (def.blocks.length ? def.blocks[def.blocks.length - 1].block_id : "")}
               apply={apply} sent={sent} skipped={addOpSkipped} busy={busy}
-              onDone={(bid) => { setAdding(null); setSel({ kind: "block", id: bid }); }} onCancel={() => setAdding(null)} />
+              onDone={(bid) => { setAdding(null); setSel({ kind: "block", id: bid }); setFocusId(bid); }} onCancel={() => setAdding(null)} />
           ) : selBlock ? (
             <BlockPanel key={selBlock.block_id + JSON.stringify(selBlock.params ?? {})} block={selBlock} def={def} cat={cat} verrs={verrs.filter((e) => e.block_id === selBlock.block_id)}
-              sent={sent} apply={apply} rename={(from, to) => rename(wf, from, to)} busy={busy} onRenamed={(to) => setSel({ kind: "block", id: to })} onRemoved={() => setSel(null)}
+              sent={sent} apply={apply} rename={(from, to) => rename(wf, from, to)} busy={busy} onRenamed={(to) => { setSel({ kind: "block", id: to }); setFocusId(to); }} onRemoved={() => setSel(null)}
               onConnect={() => startConnect(selBlock.block_id)} />
           ) : selEdge ? (
             <EdgePanel edge={selEdge} def={def} apply={apply} busy={busy} onRemoved={() => setSel(null)} />
