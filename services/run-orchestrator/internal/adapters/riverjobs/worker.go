@@ -235,14 +235,24 @@ func (q *Queue) prepare(ctx context.Context, st run.StartAttempt) run.StartAttem
 	if !st.Deferred {
 		return st.Prepare()
 	}
-	select {
-	case q.heavy <- struct{}{}:
-	case <-ctx.Done():
+	release, ok := q.heavyTurn(ctx)
+	if !ok {
 		st.ParamErr = fmt.Errorf("waiting to evaluate the params: %w", context.Cause(ctx))
 		return st
 	}
-	defer func() { <-q.heavy }()
+	defer release()
 	return st.Prepare()
+}
+
+// heavyTurn waits for a turn of the replica's heavy work and returns its release; ok is false
+// when ctx ended first (nothing to release then).
+func (q *Queue) heavyTurn(ctx context.Context) (release func(), ok bool) {
+	select {
+	case q.heavy <- struct{}{}:
+		return func() { <-q.heavy }, true
+	case <-ctx.Done():
+		return func() {}, false
+	}
 }
 
 // heavyOutput is the size of a step's result (output and resolved input) from which writing it
@@ -261,12 +271,8 @@ func (q *Queue) heavyWrite(ctx context.Context, ev run.Event) (release func()) {
 	if !ok || len(s.Output)+len(s.Input) < heavyOutput {
 		return func() {}
 	}
-	select {
-	case q.heavy <- struct{}{}:
-		return func() { <-q.heavy }
-	case <-ctx.Done():
-		return func() {}
-	}
+	release, _ = q.heavyTurn(ctx)
+	return release
 }
 
 // step runs attempt st's connector in a span of its own.
