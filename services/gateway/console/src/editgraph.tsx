@@ -8,6 +8,7 @@
 import type { Definition } from "./api";
 import { BH, BW, layout } from "./layout";
 import type { Connector } from "./schema";
+import { cut } from "./ui";
 
 export type Selection = { kind: "block"; id: string } | { kind: "edge"; from: string; to: string } | null;
 
@@ -23,7 +24,6 @@ interface Props {
   onTarget: (id: string) => void;
 }
 
-const cut = (s: string, n: number) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
 const activate = (f: () => void) => (e: KeyboardEvent) => {
   if (e.key === "Enter" || e.key === " ") { e.preventDefault(); e.stopPropagation(); f(); }
 };

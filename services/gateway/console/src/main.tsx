@@ -394,7 +394,7 @@ function RunPage({ id }: { id: string }) {
         <div><h2>Input</h2><Json v={run.input} /></div>
         <div><h2>Output</h2><Json v={run.output} /></div>
       </div>
-      {run.workflow && <details><summary>Pinned definition (v{run.workflow.version})</summary><Graph def={run.workflow.definition} errors={[]} /><Json v={run.workflow.definition} /></details>}
+      {run.workflow && <details><summary>Pinned definition (v{run.workflow.version})</summary><Graph def={run.workflow.definition} /><Json v={run.workflow.definition} /></details>}
     </section>
   );
 }

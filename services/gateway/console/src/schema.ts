@@ -2,7 +2,7 @@
 // trigger's input_schema), the values typed into them, and the output fields a template can
 // reach. Pure functions, no page.
 
-import { parseJSON } from "./ui";
+import { type FieldError, parseJSON } from "./ui";
 
 export type Schema = Record<string, any>;
 
@@ -120,13 +120,9 @@ export function textOf(f: Field, x: unknown): any {
 export const isChoice = (f: Field, text: string): boolean =>
   text === "" || (f.kind === "boolean" ? text === "true" || text === "false" : (f.choices || []).some((c) => JSON.stringify(c) === text));
 
-// FieldError is what is wrong with a field's text: its pointer ("/params/url" or "/name") and
-// the sentence that says it.
-export interface FieldError { pointer: string; message: string }
-
 // fromRaw reads the value of a form back: fields left empty are absent, a number that is a
 // template stays a string (the editor checks it), JSON is parsed. Texts that cannot be read
-// become FieldErrors at their pointer (base + "/" + name).
+// become FieldErrors at their pointer (path: base + "/" + name).
 export function fromRaw(fields: Field[], raw: Raw, base: string, errs: FieldError[]): Record<string, unknown> {
   const out: Record<string, unknown> = {};
   for (const f of fields) {
@@ -151,15 +147,15 @@ function valueOf(f: Field, t: string, ptr: string, errs: FieldError[]): unknown 
     case "integer": case "number": {
       if (isTemplate(t)) return t.trim();
       const n = Number(t);
-      if (t.trim() === "" || !Number.isFinite(n)) { errs.push({ pointer: ptr, message: `${f.title} must be a number.` }); return undefined; }
-      if (f.kind === "integer" && !Number.isInteger(n)) { errs.push({ pointer: ptr, message: `${f.title} must be a whole number.` }); return undefined; }
+      if (t.trim() === "" || !Number.isFinite(n)) { errs.push({ path: ptr, message: `${f.title} must be a number.` }); return undefined; }
+      if (f.kind === "integer" && !Number.isInteger(n)) { errs.push({ path: ptr, message: `${f.title} must be a whole number.` }); return undefined; }
       return n;
     }
     case "json": {
       try {
         return parseJSON(t, f.title);
       } catch (x) {
-        errs.push({ pointer: ptr, message: (x as Error).message });
+        errs.push({ path: ptr, message: (x as Error).message });
         return undefined;
       }
     }

@@ -108,7 +108,7 @@ function FieldRow({ f, raw, onRaw, idp, base, notes, refs }: { f: Field } & Omit
   );
 }
 
-const Req = () => <><span class="req" aria-hidden="true">*</span><span class="sr">(required)</span></>;
+const Req = () => <><span class="req" aria-hidden="true">*</span><span class="sr-only">(required)</span></>;
 
 export const Notes = ({ notes }: { notes: FieldNote[] }) =>
   notes.length ? (

@@ -21,6 +21,9 @@ export const A = ({ href, children, ...rest }: any) => (
   <a href={href} onClick={(e: MouseEvent) => { if (!e.ctrlKey && !e.metaKey) { e.preventDefault(); navigate(href); } }} {...rest}>{children}</a>
 );
 
+// cut shortens s to n characters, the last an ellipsis.
+export const cut = (s: string, n: number) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
+
 // sentence ends a message with a full stop, so that another sentence can follow it.
 export const sentence = (m: string) => (/[.!?]$/.test(m) ? m : m + ".");
 

@@ -13,9 +13,9 @@ import {
   freeId, paramChanges, plain, plainMessage, problemsOf, refsFor, renameOps, replay, triggerOf,
 } from "./edit";
 import { EditGraph, type Selection } from "./editgraph";
-import { type Connector, type FieldError, type Raw, fieldsOf, fromRaw, oneOfRequired, pointerParts, toRaw } from "./schema";
+import { type Connector, type Raw, fieldsOf, fromRaw, oneOfRequired, pointerParts, toRaw } from "./schema";
 import { type FieldNote, Notes, SchemaForm } from "./schemaform";
-import { A, ErrorBox, Json, PageError, navigate, parseJSON, useLoad } from "./ui";
+import { A, ErrorBox, type FieldError, Json, PageError, cut, fieldErrors, navigate, parseJSON, useLoad, words } from "./ui";
 import "./editor.css";
 
 const defOf = (w: Workflow): Definition => ({ blocks: w.definition?.blocks || [], edges: w.definition?.edges || [] });
@@ -269,8 +269,6 @@ function FixButtons({ op, p, onFix, busy }: { op: Op; p: Problem; onFix: (fixed:
   );
 }
 
-const cut = (s: string, n: number) => (s.length > n ? s.slice(0, n - 1) + "…" : s);
-
 // SkippedList lists the last batch's skipped operations that no panel shows on a field: the
 // connections, removals and the adds of blocks that do not exist (when no add form is open).
 function SkippedList({ sent, def, apply, hideAdd }: { sent: Sent; def: Definition; apply: Apply; hideAdd: boolean }) {
@@ -378,7 +376,7 @@ function AddPanel({ cat, def, initialType, after, apply, sent, skipped, busy, on
     const params = fromRaw(fields, raw, "/params", fe);
     // A taken id is refused here: sent, the add would be skipped but its connection would
     // apply to the block that has the id.
-    if (def.blocks.some((b) => b.block_id === bid)) fe.push({ pointer: "/block_id", message: `A block called “${bid}” already exists: choose another id, such as “${freeId(def, type)}”.` });
+    if (def.blocks.some((b) => b.block_id === bid)) fe.push({ path: "/block_id", message: `A block called “${bid}” already exists: choose another id, such as “${freeId(def, type)}”.` });
     setErrs(fe);
     if (fe.length) return;
     const ops: Op[] = [{ operation_type: "add", block_id: bid, type, params }];
@@ -391,7 +389,7 @@ function AddPanel({ cat, def, initialType, after, apply, sent, skipped, busy, on
     if (r && !r.skipped_items.some((x) => x.operation_index === 0)) onDone(fixed.block_id);
   };
   const notes = skipNotes(sent, (op) => op.operation_type === "add" || (op.operation_type === "connect" && skipped.length > 0), onFix, busy);
-  for (const fe of errs) notes.byField.set(fe.pointer, [...(notes.byField.get(fe.pointer) || []), { message: fe.message }]);
+  for (const fe of errs) notes.byField.set(fe.path, [...(notes.byField.get(fe.path) || []), { message: fe.message }]);
   const idNotes = [...notes.rest, ...(notes.byField.get("/block_id") || [])];
   return (
     <form class="add" onSubmit={submit} data-testid="add-form" aria-label={`Add a ${conn.title} block`}>
@@ -480,7 +478,7 @@ function BlockPanel({ block, def, cat, verrs, sent, apply, rename: renameTo, bus
   };
   const notes = skipNotes(sent, (op) => op.operation_type === "update" && op.block_id === block.block_id,
     (s, fixed) => apply(fixBatch(sent!, s, fixed), `change ${block.block_id}`), busy);
-  for (const fe of errs) notes.byField.set(fe.pointer, [...(notes.byField.get(fe.pointer) || []), { message: fe.message }]);
+  for (const fe of errs) notes.byField.set(fe.path, [...(notes.byField.get(fe.path) || []), { message: fe.message }]);
   const blockNotes: FieldNote[] = [...notes.rest];
   for (const v of verrs) {
     const fix = fixValidation(def, v);
@@ -637,7 +635,7 @@ function RunBox({ wf, trigger, runnable }: { wf: Workflow; trigger?: Block; runn
     let input: unknown;
     try { input = value(fe); } catch (x) { setErr(x); return; }
     const byField = new Map<string, FieldNote[]>();
-    for (const f of fe) byField.set(f.pointer, [{ message: f.message }]);
+    for (const f of fe) byField.set(f.path, [{ message: f.message }]);
     setNotes(byField);
     if (fe.length) return;
     setBusy(true);
@@ -646,22 +644,21 @@ function RunBox({ wf, trigger, runnable }: { wf: Workflow; trigger?: Block; runn
       navigate(`/runs/${r.runId}`);
     } catch (x) {
       setBusy(false);
-      const issues: { path: string; message: string }[] = (x instanceof APIError && Array.isArray((x.body as any)?.issues)) ? (x.body as any).issues : [];
-      if (issues.length && mode === "form") {
-        const m = new Map<string, FieldNote[]>(), rest: string[] = [];
+      // Issues at a field of the form show on it; the error box lists every issue by field.
+      const m = new Map<string, FieldNote[]>();
+      const issues = fieldErrors(x, "/input");
+      if (mode === "form") {
         for (const is of issues) {
-          const parts = pointerParts(is.path);
-          if (parts[0] === "input" && parts.length >= 2 && fields.some((f) => f.name === parts[1])) {
-            const k = `/input/${parts[1]}`;
-            m.set(k, [...(m.get(k) || []), { message: sentenceOf(is.message) }]);
-          } else rest.push(`${is.path === "/input" ? "The input" : is.path.replace(/^\/input\//, "")}: ${is.message}`);
+          const name = pointerParts(is.path)[0];
+          if (name !== undefined && fields.some((f) => f.name === name)) {
+            const k = `/input/${name}`;
+            m.set(k, [...(m.get(k) || []), { message: words(is.message) }]);
+          }
         }
-        setNotes(m);
-        if (rest.length) setErr(new Error(rest.join(" ")));
-        else if (m.size) setErr(new Error("The input does not match the trigger's input schema: see the fields marked."));
-      } else if (issues.length) {
-        setErr(new Error(issues.map((is) => `${is.path === "/input" ? "the input" : is.path.replace(/^\/input\//, "")}: ${is.message}`).join("; ")));
-      } else setErr(x);
+      }
+      setNotes(m);
+      const onFields = [...m.values()].reduce((n, ns) => n + ns.length, 0);
+      setErr(onFields > 0 && onFields === fieldErrors(x).length ? new Error("The input does not match the trigger's input schema: see the fields marked.") : x);
     }
   };
   return (
@@ -687,5 +684,4 @@ function RunBox({ wf, trigger, runnable }: { wf: Workflow; trigger?: Block; runn
   );
 }
 
-const sentenceOf = (m: string) => { const s = m.trim(); return s ? s[0].toUpperCase() + s.slice(1) + (/[.!?]$/.test(s) ? "" : ".") : s; };
 
