@@ -315,12 +315,7 @@ func TestRun(t *testing.T) {
 			t.Skip("redis-server is not installed")
 		}
 		bundle := setup(t, true)
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, bundle.cfg, testLog(t), bundle.out) }()
-		require.Eventually(t, func() bool {
-			return strings.Contains(bundle.out.String(), "svc is up: ")
-		}, 60*time.Second, 50*time.Millisecond, "output so far:\n%s", bundle.out)
+		stop := runUntil(t, bundle.cfg, bundle.out, "svc is up: ", 60*time.Second)
 		require.Contains(t, bundle.out.String(), "postgres: private server on 127.0.0.1:")
 		require.Contains(t, bundle.out.String(), "redis:    private redis-server on 127.0.0.1:")
 
@@ -329,8 +324,7 @@ func TestRun(t *testing.T) {
 		require.NoError(t, pingPostgres(t.Context(), env[envDatabaseURL], 5*time.Second))
 		require.NoError(t, pingRedis(t.Context(), env[envRedisURL], time.Second))
 
-		cancel()
-		require.NoError(t, <-done)
+		require.NoError(t, stop())
 		require.Error(t, pingPostgres(t.Context(), env[envDatabaseURL], time.Second), "private Postgres stopped")
 		require.Error(t, pingRedis(t.Context(), env[envRedisURL], 200*time.Millisecond), "private Redis stopped")
 	})
@@ -352,14 +346,8 @@ func TestRun(t *testing.T) {
 		bundle := setup(t, false, fakeStuckEnv+"=scheduler")
 		bundle.cfg.only = []string{"scheduler"}
 		bundle.cfg.stopTimeout = 200 * time.Millisecond
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, bundle.cfg, testLog(t), bundle.out) }()
-		require.Eventually(t, func() bool {
-			return strings.Contains(bundle.out.String(), "services are up")
-		}, 30*time.Second, 20*time.Millisecond, "output so far:\n%s", bundle.out)
-		cancel()
-		require.NoError(t, <-done, "a child killed at the deadline is no failed exit")
+		stop := runUntil(t, bundle.cfg, bundle.out, "services are up", 30*time.Second)
+		require.NoError(t, stop(), "a child killed at the deadline is no failed exit")
 		out := bundle.out.String()
 		require.NotContains(t, out, "every process it started has exited", out)
 		require.True(t, strings.HasSuffix(out, "devstack stopped; stopping services reported a problem (see the warnings above)\n"), out)
@@ -369,14 +357,8 @@ func TestRun(t *testing.T) {
 		t.Parallel()
 		bundle := setup(t, false)
 		bundle.cfg.only = []string{"identity"}
-		ctx, cancel := context.WithCancel(t.Context())
-		done := make(chan error, 1)
-		go func() { done <- run(ctx, bundle.cfg, testLog(t), bundle.out) }()
-		require.Eventually(t, func() bool {
-			return strings.Contains(bundle.out.String(), "services are up (no gateway started): identity")
-		}, 30*time.Second, 20*time.Millisecond, "output so far:\n%s", bundle.out)
-		cancel()
-		require.NoError(t, <-done)
+		stop := runUntil(t, bundle.cfg, bundle.out, "services are up (no gateway started): identity", 30*time.Second)
+		require.NoError(t, stop())
 		require.NotContains(t, bundle.out.String(), "gateway is healthy")
 	})
 
@@ -413,4 +395,20 @@ func TestRun(t *testing.T) {
 		cancel()
 		require.NoError(t, run(ctx, bundle.cfg, testLog(t), bundle.out))
 	})
+}
+
+// runUntil starts run with cfg, writing to out, and waits, up to within, until out holds want.
+// stop cancels it (a Ctrl-C) and returns run's error.
+func runUntil(t *testing.T, cfg config, out *testkit.SyncBuffer, want string, within time.Duration) (stop func() error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, cfg, testLog(t), out) }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(out.String(), want)
+	}, within, 20*time.Millisecond, "output so far:\n%s", out)
+	return func() error {
+		cancel()
+		return <-done
+	}
 }
