@@ -134,22 +134,7 @@ func TestFollowFallsBackToPolling(t *testing.T) {
 			f := newFakeAPI(t)
 			b.login(t, f.srv.URL, 0)
 			f.routes["GET /api/runs/run_1/events"] = tt.events
-			var (
-				mu    sync.Mutex
-				polls int
-			)
-			f.routes["GET /api/runs/run_1"] = func(w http.ResponseWriter, _ *http.Request) {
-				mu.Lock()
-				polls++
-				n := polls
-				mu.Unlock()
-				w.Header().Set("Content-Type", "application/json")
-				if n == 1 {
-					_, _ = io.WriteString(w, `{"runId":"run_1","status":"waiting","waiting":{"block_id":"hold","kind":"signal","signal":"go"}}`)
-					return
-				}
-				_, _ = io.WriteString(w, `{"runId":"run_1","status":"failed","error":{"block_id":"boom","message":"kaboom"}}`)
-			}
+			f.routes["GET /api/runs/run_1"] = waitingThen(`{"runId":"run_1","status":"failed","error":{"block_id":"boom","message":"kaboom"}}`)
 			f.on("GET /api/runs/run_1/logs", 200, `{"items":[{"id":"att_1","block_id":"boom","type":"fail","attempt":1,"status":"failed","error":{"message":"kaboom"}}],"nextCursor":"c1"}`)
 
 			r := b.runAgainst(t, f, "runs", "logs", "run_1", "--follow", "-o", "table")
@@ -260,22 +245,7 @@ func TestPollPrintsAttemptsBeforeTheStatus(t *testing.T) {
 	f := newFakeAPI(t)
 	b.login(t, f.srv.URL, 0)
 	f.on("GET /api/runs/run_1/events", 404, `{"error":"not_found","message":"no route"}`)
-	var (
-		mu    sync.Mutex
-		polls int
-	)
-	f.routes["GET /api/runs/run_1"] = func(w http.ResponseWriter, _ *http.Request) {
-		mu.Lock()
-		polls++
-		n := polls
-		mu.Unlock()
-		w.Header().Set("Content-Type", "application/json")
-		if n == 1 {
-			_, _ = io.WriteString(w, `{"runId":"run_1","status":"waiting","waiting":{"block_id":"hold","kind":"signal","signal":"go"}}`)
-			return
-		}
-		_, _ = io.WriteString(w, runCompleted)
-	}
+	f.routes["GET /api/runs/run_1"] = waitingThen(runCompleted)
 	f.routes["GET /api/runs/run_1/logs"] = func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.URL.Query().Get("after") == "" {
@@ -291,4 +261,25 @@ func TestPollPrintsAttemptsBeforeTheStatus(t *testing.T) {
 	require.Len(t, got, 3, r.stdout)
 	require.True(t, slices.IsSorted(got[:2]), "the attempts in order: %s", r.stdout)
 	require.Contains(t, strings.Split(r.stdout, "\n")[2], `run waiting: signal "go" at hold`, "the status last: %s", r.stdout)
+}
+
+// waitingThen answers GET /api/runs/run_1: the run waiting for the signal "go" at hold the first
+// time, then final.
+func waitingThen(final string) http.HandlerFunc {
+	var (
+		mu    sync.Mutex
+		polls int
+	)
+	return func(w http.ResponseWriter, _ *http.Request) {
+		mu.Lock()
+		polls++
+		n := polls
+		mu.Unlock()
+		w.Header().Set("Content-Type", "application/json")
+		if n == 1 {
+			_, _ = io.WriteString(w, `{"runId":"run_1","status":"waiting","waiting":{"block_id":"hold","kind":"signal","signal":"go"}}`)
+			return
+		}
+		_, _ = io.WriteString(w, final)
+	}
 }
