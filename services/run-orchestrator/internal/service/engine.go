@@ -22,6 +22,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/adapters/runnotify"
 	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/adapters/timers"
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -44,9 +45,11 @@ type engineConfig struct {
 	Expressions                      run.EvalLimits
 }
 
-// engine is the runtime: app.Engine (dispatch, signals, cancel) and its life cycle.
-type engine struct {
+// runtime is app.Engine (dispatch, signals, cancel) and the engine's life cycle.
+type runtime struct {
 	*runstore.Store
+	engine   *engine.Engine
+	jobs     *riverjobs.Jobs
 	queue    *riverjobs.Queue
 	timers   *timers.Timers
 	replicas *replicas.Replicas
@@ -64,7 +67,7 @@ type engine struct {
 }
 
 // newEngine builds the runtime; it migrates River's tables and starts nothing (start does).
-func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *slog.Logger) (*engine, error) {
+func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *slog.Logger) (*runtime, error) {
 	if cfg.Replica == "" || len(cfg.Replica) > 100 {
 		return nil, fmt.Errorf("engine: replica id must be 1 to 100 characters, got %q", cfg.Replica)
 	}
@@ -77,8 +80,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
 	}
 	interp := run.NewInterpreter(rules, run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
-	queue, err := riverjobs.New(ctx, pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, Tracer: cfg.Tracer, Propagator: cfg.Propagator},
-		catalog, executors.Executors(log, cfg.HTTP), log)
+	jobs, err := riverjobs.NewJobs(ctx, pool, runstore.Schema, cfg.Propagator, log)
 	if err != nil {
 		return nil, err
 	}
@@ -86,20 +88,28 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	feed := runevents.New()
 	hub := runnotify.NewHub()
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
-	store := runstore.New(pool, interp, queue, publishers{feed, notifier}, tm, cfg.Replica, log)
-	queue.Bind(store)
-	store.RunAtDispatch(queue.Eager)
+	store := runstore.New(pool, interp, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
+	runs, err := engine.New(engine.Config{Runs: store, Turns: jobs, Interpreter: interp, Catalog: catalog,
+		Executors: executors.Executors(log, cfg.HTTP), Tracer: cfg.Tracer, Log: log})
+	if err != nil {
+		return nil, err
+	}
+	store.RunAtDispatch(runs.FinishAtDispatch)
+	queue, err := riverjobs.New(pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling}, jobs, runs, log)
+	if err != nil {
+		return nil, err
+	}
 	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
 		store.Sweep, notifier, log)
 	// A first stream here: the heartbeat tells the others at once, and the streams read again
 	// once the others have surely heard (their next heartbeat, with room for a slow one).
 	hub.OnFirst(2*reps.Heartbeat()+500*time.Millisecond, reps.BeatNow)
-	return &engine{Store: store, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
+	return &runtime{Store: store, engine: runs, jobs: jobs, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
 		listener: runnotify.NewListener(pool, hub, log), replica: cfg.Replica}, nil
 }
 
 // publishers hands each commit's changes to every publisher, in order.
-type publishers []runstore.Publisher
+type publishers []engine.Publisher
 
 func (ps publishers) Publish(changes []run.Change) {
 	for _, p := range ps {
@@ -110,7 +120,7 @@ func (ps publishers) Publish(changes []run.Change) {
 // start registers the replica (before it fetches any job, so its jobs are never taken for a
 // dead replica's), starts the heartbeat and the sweep, begins working jobs and arms the wait
 // timers.
-func (e *engine) start(ctx context.Context) error {
+func (e *runtime) start(ctx context.Context) error {
 	if err := e.replicas.Register(ctx); err != nil {
 		return err
 	}
@@ -131,12 +141,13 @@ func (e *engine) start(ctx context.Context) error {
 // between steps (a retry backoff at once, due at its end). Then the replica deregisters:
 // should a step outlast ctx, another replica's sweep records its attempt lost and the run
 // continues there. stop may be called more than once.
-func (e *engine) stop(ctx context.Context) error {
+func (e *runtime) stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
 		e.timers.Stop()
 		err := e.queue.Stop(ctx)
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
+		e.jobs.Close()
 		e.stopErr = errors.Join(err, e.replicas.Stop(dctx))
 		if e.bgCancel != nil {
 			e.bgCancel() // the notifier sends what the last steps committed, then ends
@@ -147,10 +158,10 @@ func (e *engine) stop(ctx context.Context) error {
 }
 
 // Cancel cancels the run, and the context of a step of it this replica runs.
-func (e *engine) Cancel(ctx context.Context, org, runID string) (run.Status, error) {
+func (e *runtime) Cancel(ctx context.Context, org, runID string) (run.Status, error) {
 	status, err := e.Store.Cancel(ctx, org, runID)
 	if err == nil {
-		e.queue.CancelLocal(runID)
+		e.engine.CancelLocal(runID)
 	}
 	return status, err
 }

@@ -8,12 +8,12 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 )
 
 // TestInlineBlocksShareCommits: blocks whose connector runs in process with no effect but its
 // result are begun and finished inside the step's transaction, several to a commit (at most
-// runstore.MaxInline), and every attempt is still recorded once, in order; a block that
+// engine.MaxInline), and every attempt is still recorded once, in order; a block that
 // reaches outside (http.request) has its attempt committed as running before its call.
 func TestInlineBlocksShareCommits(t *testing.T) {
 	t.Parallel()
@@ -45,7 +45,7 @@ func TestInlineBlocksShareCommits(t *testing.T) {
 	// commits, not one or two each.
 	var commits int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT xmin::text) FROM orchestrator.step_attempts WHERE run_id = $1`, id).Scan(&commits))
-	require.LessOrEqual(t, commits, (n+1)/runstore.MaxInline+2)
+	require.LessOrEqual(t, commits, (n+1)/engine.MaxInline+2)
 	require.Greater(t, commits, 1, "a long chain commits every few blocks")
 
 	// http.request: its attempt is durable (running) before the call reaches the server.

@@ -130,7 +130,7 @@ func ReplicaID() string {
 // Application is a started run-orchestrator.
 type Application struct {
 	base    *boot.Base
-	engine  *engine
+	engine  *runtime
 	addr    string
 	handler http.Handler
 }
@@ -194,7 +194,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 func (a *Application) Replica() string { return a.engine.replica }
 
 // Stopping is closed when the engine begins to shut down (Run's end, or Close).
-func (a *Application) Stopping() <-chan struct{} { return a.engine.queue.Stopping() }
+func (a *Application) Stopping() <-chan struct{} { return a.engine.engine.Stopping() }
 
 // Events is the feed of committed run changes this replica makes.
 func (a *Application) Events() *runevents.Feed { return a.engine.feed }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -21,17 +22,10 @@ import (
 // brokenCode is the error code of the attempt that records why a run could not go on.
 const brokenCode = "run_unreadable"
 
-// BrokenRunError is a stored run that cannot be read: retrying its job cannot help (the
-// worker fails the run with FailJob).
-type BrokenRunError struct{ Err error }
-
-func (e *BrokenRunError) Error() string { return "run cannot be read: " + e.Err.Error() }
-func (e *BrokenRunError) Unwrap() error { return e.Err }
-
 // FailJob fails the run of job with cause and completes the job, unless the job no longer
 // holds the run (another replica's sweeper took it over) or the run has already ended.
-func (s *Store) FailJob(ctx context.Context, job *Job, cause error) error {
-	_, err := s.Update(ctx, job.RunID, job, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+func (s *Store) FailJob(ctx context.Context, job *engine.Job, cause error) error {
+	_, err := s.update(ctx, job.RunID, job, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		o, err := s.failBroken(ctx, tx, l, cause, run.StatusFailed)
 		o.CompleteJob = true
 		return o, err
@@ -143,7 +137,7 @@ func runningAttempts(ctx context.Context, tx pgx.Tx, runID, blockID string) ([]s
 
 // readable is the message a run's reader gets for cause.
 func readable(cause error) string {
-	var broken *BrokenRunError
+	var broken *engine.BrokenRunError
 	if errors.As(cause, &broken) {
 		cause = broken.Err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"svc.dev/libs/pgdb"
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -135,9 +136,9 @@ func (s *Store) admit(ctx context.Context, tx pgx.Tx, g group, ending []string, 
 			return a, fmt.Errorf("log admissions: %w", err)
 		}
 	}
-	jobs := make([]NewJob, len(a.admitted))
+	jobs := make([]engine.NewJob, len(a.admitted))
 	for i, id := range a.admitted {
-		jobs[i] = NewJob{RunID: id, Org: g.org}
+		jobs[i] = engine.NewJob{RunID: id, Org: g.org}
 	}
 	if err := s.jobs.Insert(ctx, tx, jobs, time.Time{}); err != nil {
 		return a, fmt.Errorf("queue admitted runs: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -165,7 +166,7 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 			return fmt.Errorf("drop runs whose key was taken: %w", err)
 		}
 	}
-	jobs := make([]NewJob, 0, n)
+	jobs := make([]engine.NewJob, 0, n)
 	for i, r := range runs {
 		switch {
 		case ids[i] != r.ID:
@@ -173,7 +174,7 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 			written, ended[i] = append(written, ended[i]), nil
 		case r.Group != nil: // its group admits it, below
 		default:
-			jobs = append(jobs, NewJob{RunID: r.ID, Org: r.OrganizationID})
+			jobs = append(jobs, engine.NewJob{RunID: r.ID, Org: r.OrganizationID})
 		}
 	}
 	if len(jobs) > 0 {

@@ -1,34 +1,26 @@
 package runstore
 
-// Runs finished at their dispatch. A run whose blocks all run in process with no effect but
-// their result (executors.Inline), and few enough of them, is run to its end in memory before
-// its dispatch transaction, exactly as its first job would run it inline; that transaction
-// then stores the run as it ended (attempts, blocks, status log, output) instead of queueing
-// a job for it. Such a run costs one transaction instead of four (dispatch, River's fetch,
-// the step, River's completion). Anything a job would have to carry on (an attempt that is
-// not inline or failed, a wait, a retry, parallel blocks) sends the run the usual way, with a
-// job, and what was run in memory is forgotten.
+// Runs finished at their dispatch (engine.FinishAtDispatch): the dispatch transaction stores
+// such a run as it ended instead of queueing a job for it.
 
 import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// EagerFunc offers to run a new run at its dispatch: for a run it may finish there it returns
-// the context to run it in (its trace span), the InlineFunc that runs its blocks and done,
-// which the store calls once with whether the dispatch committed (anything the blocks did
-// outside the run, a log line, waits for it); for any other run, a nil InlineFunc.
-type EagerFunc func(ctx context.Context, r *run.Run) (rctx context.Context, inline InlineFunc, done func(committed bool))
+// AtDispatchFunc runs a new run (queued, in memory) to its end at its dispatch when it may:
+// it returns the outcome that ends it and done, called once with whether the dispatch
+// committed; ok false leaves the run to a job.
+type AtDispatchFunc func(ctx context.Context, r *run.Run) (o run.Outcome, done func(committed bool), ok bool)
 
-// RunAtDispatch makes the store finish at their dispatch the runs f offers to run. Call it
-// before the first dispatch.
-func (s *Store) RunAtDispatch(f EagerFunc) { s.eager = f }
+// RunAtDispatch makes the store finish at their dispatch the runs f runs to their end. Call
+// it before the first dispatch.
+func (s *Store) RunAtDispatch(f AtDispatchFunc) { s.atDispatch = f }
 
 // finished is a run ended in memory at its dispatch: its outcome is written in the
 // dispatch transaction.
@@ -50,7 +42,7 @@ const insertedRev = 1
 func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 	// A run of a concurrency group runs only once admitted, which its dispatch transaction
 	// decides: it never runs before it.
-	if s.eager == nil || nr.Group != nil {
+	if s.atDispatch == nil || nr.Group != nil {
 		return nil
 	}
 	var def run.Definition
@@ -67,24 +59,8 @@ func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 	if json.Unmarshal(nr.Input, &r.Input) != nil {
 		return nil
 	}
-	ctx, inline, done := s.eager(ctx, r)
-	if inline == nil {
-		return nil
-	}
-	o, err := s.interp.Apply(r, run.Advance{JobEvent: run.JobEvent{Try: 1}, Now: time.Now()})
-	for n := 0; err == nil && n < MaxInline && o.Fusable(); n++ {
-		next, ok := inline(ctx, *o.Start)
-		if !ok {
-			break
-		}
-		var more run.Outcome
-		if more, err = s.interp.Apply(r, next); err == nil {
-			o.Then(more)
-		}
-	}
-	if err != nil || !r.Status.Terminal() || o.Start != nil || o.Retry != nil || o.NewJobs > 0 || o.CancelJobs ||
-		len(o.Armed) > 0 || o.Consume != nil {
-		done(false)
+	o, done, ok := s.atDispatch(ctx, r)
+	if !ok {
 		return nil
 	}
 	return &finished{run: r, o: o, done: done}

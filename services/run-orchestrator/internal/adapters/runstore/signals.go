@@ -29,7 +29,7 @@ func owned(l *Locked, org string) error {
 func (s *Store) Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (run.SignalResult, error) {
 	res := run.SignalResult{ID: wire.NewID(wire.Signal)}
 	sigID := res.ID
-	o, err := s.Update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+	o, err := s.update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		if err := owned(l, org); err != nil {
 			return run.Outcome{}, err
 		}
@@ -61,7 +61,7 @@ func (s *Store) Signal(ctx context.Context, org, runID, name string, payload jso
 // flight cancelled (the composition also cancels the context of a worker of this replica that
 // runs one).
 func (s *Store) Cancel(ctx context.Context, org, runID string) (run.Status, error) {
-	_, err := s.Update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+	_, err := s.update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		if err := owned(l, org); err != nil {
 			return run.Outcome{}, err
 		}
@@ -80,7 +80,7 @@ func (s *Store) Cancel(ctx context.Context, org, runID string) (run.Status, erro
 // timers of every wait due soon; the first to lock the run releases the wait, the others find
 // it released.
 func (s *Store) Wake(ctx context.Context, runID, blockID string) error {
-	_, err := s.Update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+	_, err := s.update(ctx, runID, nil, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		if l.status.Terminal() {
 			return run.Outcome{}, nil
 		}

@@ -9,12 +9,12 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"log/slog"
 
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -26,57 +26,23 @@ import (
 // Schema is where the engine's tables and River's live.
 const Schema = "orchestrator"
 
-// Jobs is the job queue, written in the run's own transaction (River's tables share the
-// database): Insert queues the jobs (repeat a run for more), due at at (zero: now); CancelAll
-// cancels every unfinished job of a run; Complete completes the acting job.
-type Jobs interface {
-	Insert(ctx context.Context, tx pgx.Tx, jobs []NewJob, at time.Time) error
-	CancelAll(ctx context.Context, tx pgx.Tx, runID string) error
-	Complete(ctx context.Context, tx pgx.Tx, job *Job) error
-}
-
-// NewJob is a job to queue: one that continues run RunID of organization Org (the queue
-// shares its workers fairly across organizations).
-type NewJob struct {
-	RunID, Org string
-}
-
-// Job is the queue job a worker drives a run in. Handle is the queue's own value for it.
-type Job struct {
-	ID     int64
-	RunID  string
-	Try    int
-	Handle any
-}
-
-// Publisher is the feed of run changes: Publish gets the changes of one commit, in order, once
-// the commit has succeeded. It must not block.
-type Publisher interface {
-	Publish(changes []run.Change)
-}
-
-// Timers arms in-process timers for waits due soon (a wait's end wakes the run with Wake).
-type Timers interface {
-	Arm(runID, blockID string, at time.Time)
-}
-
 // Store is the engine's Postgres adapter.
 type Store struct {
 	pool    *pgxpool.Pool
 	interp  *run.Interpreter
-	jobs    Jobs
-	events  Publisher
-	timers  Timers
+	jobs    engine.Jobs
+	events  engine.Publisher
+	timers  engine.Timers
 	replica string
 	log     *slog.Logger
-	// eager, when set, offers to finish new runs at their dispatch (eager.go).
-	eager EagerFunc
+	// atDispatch, when set, offers to finish new runs at their dispatch (eager.go).
+	atDispatch AtDispatchFunc
 	// order keeps each run's changes reaching the feed in commit order.
 	order publishOrder
 }
 
 // New builds the store. replica names this process in step_attempts.replica.
-func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs Jobs, events Publisher, timers Timers, replica string, log *slog.Logger) *Store {
+func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs engine.Jobs, events engine.Publisher, timers engine.Timers, replica string, log *slog.Logger) *Store {
 	if pool == nil || interp == nil || jobs == nil || events == nil || timers == nil || log == nil {
 		panic("runstore: New needs every dependency")
 	}
@@ -91,9 +57,9 @@ func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs Jobs, events Publishe
 // between, the sweep finalizes the job like any other of a dead replica.
 func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome) error {
 	if o.NewJobs > 0 {
-		jobs := make([]NewJob, o.NewJobs)
+		jobs := make([]engine.NewJob, o.NewJobs)
 		for i := range jobs {
-			jobs[i] = NewJob{RunID: r.ID, Org: r.OrganizationID}
+			jobs[i] = engine.NewJob{RunID: r.ID, Org: r.OrganizationID}
 		}
 		if err := s.jobs.Insert(ctx, tx, jobs, o.JobsAt); err != nil {
 			return fmt.Errorf("insert jobs: %w", err)
@@ -108,65 +74,46 @@ func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Out
 }
 
 // CompleteJob completes a job whose run is gone (runs cannot be deleted today).
-func (s *Store) CompleteJob(ctx context.Context, job *Job) error {
+func (s *Store) CompleteJob(ctx context.Context, job *engine.Job) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.jobs.Complete(ctx, tx, job) })
 }
 
-// EventFunc is the event a job's worker applies, built on the locked run.
-type EventFunc func(r *run.Run) run.Event
-
-// InlineFunc runs attempt st in the step's transaction, for a connector whose only effect is
-// its result (it runs in process, touches nothing outside the run, and gives the same result
-// when run again): it returns the attempt's result event, or ok false when st is not such an
-// attempt or its result is not one to join (a failure: st is then committed as begun and run
-// the usual way).
-type InlineFunc func(ctx context.Context, st run.StartAttempt) (ev run.Event, ok bool)
-
-// MaxInline bounds the inline attempts one transaction carries, so a long chain of them still
-// commits (and shows its progress) every few blocks.
-const MaxInline = 16
-
-// ApplyJob applies the event ev builds to the run of job, in one transaction of Update: a run
-// that cannot be read is a *BrokenRunError (the worker fails it with FailJob). A signal wait
-// gets the oldest unconsumed signal of its name stored before it began, locked until the
-// commit, which it then consumes. While the outcome starts an attempt that inline (if not nil)
-// runs at once, its result is applied in the same transaction, up to MaxInline of them: the
-// attempt's row is then written begun and finished in one commit.
-func (s *Store) ApplyJob(ctx context.Context, job *Job, c *Cache, ev EventFunc, inline InlineFunc) (run.Outcome, error) {
-	return s.Update(ctx, job.RunID, job, c, func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
-		if l.broken != nil {
-			return run.Outcome{}, &BrokenRunError{l.broken}
-		}
-		o, err := s.apply(ctx, tx, l.run, ev(l.run))
-		for n := 0; err == nil && inline != nil && n < MaxInline && o.Fusable(); n++ {
-			next, ok := inline(ctx, *o.Start)
-			if !ok {
-				break
-			}
-			var more run.Outcome
-			if more, err = s.apply(ctx, tx, l.run, next); err == nil {
-				o.Then(more)
-			}
-		}
-		return o, err
+// Update is the engine's transaction on job's run (engine.RunRepository): the run is read
+// through the job's cache, which keeps it between the job's transactions.
+func (s *Store) Update(ctx context.Context, job *engine.Job, fn engine.UpdateFunc) (run.Outcome, error) {
+	c, ok := job.Cache.(*Cache)
+	if !ok {
+		c = NewCache()
+		job.Cache = c
+	}
+	return s.update(ctx, job.RunID, job, c, func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+		return fn(ctx, runTx{tx: tx, l: l})
 	})
 }
 
-// apply applies event to the locked run r, a signal wait with its buffered signal.
-func (s *Store) apply(ctx context.Context, tx pgx.Tx, r *run.Run, event run.Event) (run.Outcome, error) {
-	if w, ok := event.(run.Suspended); ok && w.Wait.Kind == run.WaitSignal && !r.Status.Terminal() {
-		var sig run.Signal
-		err := tx.QueryRow(ctx, `SELECT id, name, payload FROM signals WHERE run_id = $1 AND name = $2 AND consumed_at IS NULL
-			ORDER BY created_at, id LIMIT 1 FOR UPDATE`, r.ID, w.Wait.Signal).Scan(&sig.ID, &sig.Name, &sig.Payload)
-		switch {
-		case err == nil:
-			w.Buffered = &sig
-			event = w
-		case !errors.Is(err, pgx.ErrNoRows):
-			return run.Outcome{}, fmt.Errorf("find a buffered signal: %w", err)
-		}
+// runTx is a locked run as the engine sees it (engine.RunTx).
+type runTx struct {
+	tx pgx.Tx
+	l  *Locked
+}
+
+func (t runTx) Run() *run.Run { return t.l.run }
+func (t runTx) Broken() error { return t.l.broken }
+
+// BufferedSignal is the oldest unconsumed signal of the run named name, locked until the
+// commit; nil when there is none.
+func (t runTx) BufferedSignal(ctx context.Context, name string) (*run.Signal, error) {
+	var sig run.Signal
+	err := t.tx.QueryRow(ctx, `SELECT id, name, payload FROM signals WHERE run_id = $1 AND name = $2 AND consumed_at IS NULL
+		ORDER BY created_at, id LIMIT 1 FOR UPDATE`, t.l.run.ID, name).Scan(&sig.ID, &sig.Name, &sig.Payload)
+	switch {
+	case err == nil:
+		return &sig, nil
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	default:
+		return nil, err
 	}
-	return s.interp.Apply(r, event)
 }
 
 // after is what follows a commit that carried o: the run's changes are published, the
@@ -182,18 +129,18 @@ func (s *Store) after(runID string, o *run.Outcome) {
 	}
 }
 
-// UpdateFunc decides, in the run's transaction, what happens to the locked run. l.broken set
+// updateFunc decides, in the run's transaction, what happens to the locked run. l.broken set
 // means the run cannot be read; l.run then holds only its identity and status.
-type UpdateFunc func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error)
+type updateFunc func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error)
 
-// Update runs one transaction on run runID: lock, fn, writes, commit, then what follows the
+// update runs one transaction on run runID: lock, fn, writes, commit, then what follows the
 // commit. With a job, the job must still hold the run (fenced off: fn is not called and
 // nothing is written), and the transaction takes two round trips to Postgres: BEGIN travels
 // with the lock and the reads, COMMIT with the writes (River's statements, and any fn runs
 // itself, go at once). It ignores ctx's cancellation: a result is recorded even when the run
 // was cancelled while its connector ran. A failed transaction empties c, whose run fn may
 // have changed in memory; the run gone is run.ErrNotFound.
-func (s *Store) Update(ctx context.Context, runID string, job *Job, c *Cache, fn UpdateFunc) (o run.Outcome, err error) {
+func (s *Store) update(ctx context.Context, runID string, job *engine.Job, c *Cache, fn updateFunc) (o run.Outcome, err error) {
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {
