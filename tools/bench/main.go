@@ -1,5 +1,6 @@
 // Command bench measures the svc system under load and appends the numbers to
-// bench/RESULTS.md, beside a pgbench baseline taken in the same run (ARCHITECTURE §7). It starts
+// bench/RESULTS.md, beside a pgbench baseline taken in the same run (tools/bench/pgbench-step.sh:
+// the least a durable step commits, measured on this machine now). It starts
 // the system itself with devstack on ports of its own, so a `make run` on the default ports is
 // never disturbed, unless -no-system points it at one that already runs.
 //
@@ -75,7 +76,7 @@ const (
 
 // config is everything bench reads from its flags and the machine.
 type config struct {
-	root        string             // repository root: holds go.work; ../shared sits beside it
+	root        string             // repository root: holds go.work and tools/bench/pgbench-step.sh
 	scenarios   []Scenario         // what to run, in order
 	duration    time.Duration      // each measured phase
 	warmup      time.Duration      // before each measured phase, not recorded
@@ -110,7 +111,7 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	fs.StringVar(&cfg.editorURL, "editor-url", "", "workflow-editor base URL with -no-system (default http://127.0.0.1:8082)")
 	fs.StringVar(&cfg.origin, "origin", "", "an Origin identity trusts, with -no-system (default http://localhost:8080, identity's default SVC_PUBLIC_URL)")
 	results := fs.String("results", filepath.Join("bench", "RESULTS.md"), "file the run is appended to; relative to the repository root")
-	fs.BoolVar(&cfg.noBaseline, "no-baseline", false, "skip the pgbench baseline (../shared/bench/pgbench-step.sh)")
+	fs.BoolVar(&cfg.noBaseline, "no-baseline", false, "skip the pgbench baseline (tools/bench/pgbench-step.sh)")
 	fs.StringVar(&cfg.slowLog, "slow-log", "", "file to list every measured request slower than -slow-over in, with the time it was scheduled (to set a tail beside other logs)")
 	fs.DurationVar(&cfg.slowOver, "slow-over", 15*time.Millisecond, "what -slow-log counts as slow")
 	fs.DurationVar(&cfg.startupWait, "startup-timeout", 5*time.Minute, "how long the system may take to build and answer /health")
@@ -222,7 +223,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	if cfg.noBaseline {
 		baseline.note = "skipped (-no-baseline)"
 	} else {
-		script := filepath.Join(filepath.Dir(cfg.root), "shared", "bench", "pgbench-step.sh")
+		script := filepath.Join(cfg.root, "tools", "bench", "pgbench-step.sh")
 		say("baseline: %s (clients 1 and 4, 10 s each) ...", script)
 		baseline, err = runBaseline(ctx, script, []string{"1", "4"}, 10*time.Second)
 		if err != nil {

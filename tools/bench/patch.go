@@ -33,7 +33,7 @@ const (
 	patch100Target   = 20 * time.Millisecond
 	patch1000Target  = 100 * time.Millisecond
 	setupWorkers     = 4
-	maxOpsPerRequest = 500 // contract §2
+	maxOpsPerRequest = 500 // the editor's bound on ops per request (400 invalid_body above it)
 )
 
 // batch100 is the 100 operations of BenchmarkPatch100Ops, for an empty workflow.

@@ -18,7 +18,7 @@ import (
 const resultsHeader = `# Benchmark results
 
 Appended by ` + "`make bench`" + ` (tools/bench), one section per run: the machine, the commit, the
-pgbench baseline of ../shared/bench/pgbench-step.sh (one insert + one update per transaction, the
+pgbench baseline of tools/bench/pgbench-step.sh (one insert + one update per transaction, the
 least a durable step commits) and one row per scenario phase. Latencies are in ms, measured
 open-loop from each request's scheduled send time; errors are transport errors / unexpected
 status codes. These machines drift ±20% within minutes: compare rows within one section, never
