@@ -12,5 +12,5 @@ require (
 require (
 	github.com/expr-lang/expr v1.17.8
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
-	golang.org/x/text v0.14.0 // indirect
+	golang.org/x/text v0.14.0
 )

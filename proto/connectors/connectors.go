@@ -1,7 +1,8 @@
-// Package connectors is the connector catalog as data: one JSON file per built-in block type
-// under catalog/, embedded in the binary. It is the published language shared by the editor,
-// which validates block params against it and lists it publicly, and the orchestrator, which
-// executes blocks with its retry policies and timeouts (ARCHITECTURE.md §2).
+// Package connectors is the connector catalog as data, and what a connector is to the engine
+// that runs it (Runtime, Executor). Each built-in connector is one folder under builtin/: its
+// catalog entry (one JSON file per block type, embedded here) beside its executor. The editor
+// validates block params against the catalog and lists it publicly; the orchestrator executes
+// blocks with the executors, retry policies and timeouts.
 //
 // Why JSON files rather than Go values: the params and output schemas are JSON Schema
 // documents (draft 2020-12) that the jsonschema validator reads as they are, that the public
@@ -43,10 +44,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"path"
 	"sort"
 )
 
-//go:embed catalog/*.json
+//go:embed builtin/*/*.json
 var files embed.FS //nolint:gochecknoglobals // go:embed needs a package-level variable
 
 // Category groups block types in the catalog.
@@ -109,7 +111,7 @@ func Load() ([]Entry, error) {
 }
 
 func load(fsys fs.FS) ([]Entry, error) {
-	names, err := fs.Glob(fsys, "catalog/*.json")
+	names, err := fs.Glob(fsys, "builtin/*/*.json")
 	if err != nil {
 		return nil, fmt.Errorf("connectors: %w", err)
 	}
@@ -126,7 +128,7 @@ func load(fsys fs.FS) ([]Entry, error) {
 		if err := dec.Decode(&e); err != nil {
 			return nil, fmt.Errorf("connectors: %s: %w", name, err)
 		}
-		if want := "catalog/" + e.Type + ".json"; name != want {
+		if want := e.Type + ".json"; path.Base(name) != want {
 			return nil, fmt.Errorf("connectors: %s holds type %q; the file must be named %s", name, e.Type, want)
 		}
 		if seen[e.Type] {

@@ -2,7 +2,6 @@ package service
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -15,7 +14,7 @@ import (
 
 	"svc.dev/libs/wire"
 	"svc.dev/proto/connectors"
-	"svc.dev/services/run-orchestrator/internal/adapters/executors"
+	"svc.dev/proto/connectors/builtin"
 	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
 	"svc.dev/services/run-orchestrator/internal/adapters/riverjobs"
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
@@ -37,7 +36,7 @@ type engineConfig struct {
 	Replica                          string
 	Workers                          int
 	OrgCeiling                       int
-	HTTP                             executors.HTTPConfig
+	Connectors                       connectors.Config
 	Limits                           run.Limits
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 	Tracer                           trace.TracerProvider
@@ -75,11 +74,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	if err != nil {
 		return nil, err
 	}
-	rules := make(map[string]run.Connector, len(catalog))
-	for _, entry := range catalog {
-		rules[entry.Type] = connectorRules(entry, cfg.HTTP)
-	}
-	interp := run.NewInterpreter(rules, run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
+	interp := run.NewInterpreter(run.Connectors(catalog, builtin.All(), cfg.Connectors), run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
 	jobs, err := riverjobs.NewJobs(ctx, pool, runstore.Schema, cfg.Propagator, log)
 	if err != nil {
 		return nil, err
@@ -90,7 +85,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
 	store := runstore.New(pool, interp, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
 	runs, err := engine.New(engine.Config{Runs: store, Turns: jobs, Interpreter: interp, Catalog: catalog,
-		Executors: executors.Executors(log, cfg.HTTP), Tracer: cfg.Tracer, Log: log})
+		Connectors: builtin.All(), ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Log: log})
 	if err != nil {
 		return nil, err
 	}
@@ -164,37 +159,4 @@ func (e *runtime) Cancel(ctx context.Context, org, runID string) (run.Status, er
 		e.engine.CancelLocal(runID)
 	}
 	return status, err
-}
-
-// connectorRules is what the interpreter needs of a catalog entry: its retry policy, its
-// x-expression params (kept raw: the connector evaluates them) and the hidden params the
-// server's configuration sets.
-func connectorRules(entry connectors.Entry, http executors.HTTPConfig) run.Connector {
-	p := entry.RetryPolicy
-	c := run.Connector{
-		Retry: run.RetryPolicy{MaxAttempts: p.MaxAttempts, InitialIntervalMS: p.InitialIntervalMS,
-			BackoffCoefficient: p.BackoffCoefficient, MaxIntervalMS: p.MaxIntervalMS},
-		Raw: expressionParams(entry),
-	}
-	if entry.Type == "http.request" && http.AllowPrivate {
-		c.Extra = map[string]any{"allow_private_network": true}
-	}
-	return c
-}
-
-func expressionParams(e connectors.Entry) map[string]bool {
-	var s struct {
-		Properties map[string]struct {
-			Expr bool `json:"x-expression"`
-		} `json:"properties"`
-	}
-	out := map[string]bool{}
-	if json.Unmarshal(e.Params, &s) == nil {
-		for k, p := range s.Properties {
-			if p.Expr {
-				out[k] = true
-			}
-		}
-	}
-	return out
 }

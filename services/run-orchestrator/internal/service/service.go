@@ -17,11 +17,11 @@ import (
 	"svc.dev/libs/env"
 	"svc.dev/libs/httpclient"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/connectors"
 	"svc.dev/proto/connectors/expression"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
 	"svc.dev/services/run-orchestrator/internal/adapters/catalogepochs"
 	"svc.dev/services/run-orchestrator/internal/adapters/editorclient"
-	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
 	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
@@ -152,7 +152,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	}()
 	eng, err := newEngine(ctx, base.Pool, engineConfig{
 		Replica: ReplicaID(),
-		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, HTTP: executors.HTTPConfig{AllowPrivate: cfg.AllowPrivateNetwork, MaxOutput: cfg.AttemptOutputMax},
+		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, Connectors: connectors.Config{Log: log, AllowPrivateNetwork: cfg.AllowPrivateNetwork, MaxOutput: cfg.AttemptOutputMax},
 		Limits:    run.Limits{AttemptOutput: cfg.AttemptOutputMax, RunOutput: cfg.RunOutputMax},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
 		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator, Expressions: cfg.Expressions,

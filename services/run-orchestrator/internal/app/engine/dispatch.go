@@ -7,7 +7,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
-	"svc.dev/services/run-orchestrator/internal/adapters/executors"
+	"svc.dev/proto/connectors"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -21,8 +21,7 @@ import (
 // what was run in memory is forgotten.
 
 // FinishAtDispatch runs the new run r (queued, in memory) to its end when every block of it
-// may finish at its dispatch (triggers, transforms, logs and conditions, no more than
-// MaxInline of them), in a span of the dispatch's trace. It returns the outcome that ends the
+// may finish at its dispatch (connectors.Runtime.AtDispatch; no more than MaxInline of them), in a span of the dispatch's trace. It returns the outcome that ends the
 // run and done, which the caller calls once with whether the dispatch committed (log lines
 // are written then); ok false leaves r to a job.
 func (e *Engine) FinishAtDispatch(ctx context.Context, r *run.Run) (o run.Outcome, done func(committed bool), ok bool) {
@@ -30,12 +29,12 @@ func (e *Engine) FinishAtDispatch(ctx context.Context, r *run.Run) (o run.Outcom
 		return o, nil, false
 	}
 	for _, b := range r.Def.Blocks {
-		if !executors.Inline(b.Type) || b.Type == "wait" || b.Type == "fail" {
+		if !e.atDispatch[b.Type] {
 			return o, nil, false
 		}
 	}
 	ctx, span := e.tracer.Start(ctx, "svc-runtime run at dispatch", trace.WithAttributes(attribute.String("run.id", r.ID)))
-	logs := &executors.DeferredLogs{}
+	logs := &connectors.DeferredLogs{}
 	done = func(committed bool) {
 		if committed {
 			logs.Write()

@@ -14,7 +14,6 @@ import (
 
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/connectors/expression"
-	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -238,7 +237,7 @@ func (e *Engine) heavyWrite(ctx context.Context, ev run.Event) (release func()) 
 }
 
 // step runs attempt st's connector in a span of its own.
-func (e *Engine) step(ctx context.Context, runID string, st run.StartAttempt) (executors.Result, error) {
+func (e *Engine) step(ctx context.Context, runID string, st run.StartAttempt) (connectors.Result, error) {
 	sctx, span := e.tracer.Start(ctx, "step "+st.Block.Type, trace.WithAttributes(attribute.String("run.id", runID),
 		attribute.String("block.id", st.Block.ID), attribute.Int("attempt", st.Attempt), attribute.String("attempt.id", st.ID)))
 	defer span.End()
@@ -251,11 +250,11 @@ func (e *Engine) step(ctx context.Context, runID string, st run.StartAttempt) (e
 }
 
 // runInline runs, inside the step's transaction, an attempt of a connector whose only effect
-// is its result (executors.Inline): a trigger, transform, log, condition, fail or wait block
-// is then begun and finished in one commit. A failure is not joined: the attempt commits as
+// is its result (connectors.Runtime.Inline): such a block is then begun and finished in one
+// commit. A failure is not joined: the attempt commits as
 // begun and runs again the usual way, under its connector's retry policy.
 func (e *Engine) runInline(ctx context.Context, job *Job, st run.StartAttempt) (run.Event, bool) {
-	if !executors.Inline(st.Block.Type) || st.ParamErr != nil || st.Deferred {
+	if !e.inline[st.Block.Type] || st.ParamErr != nil || st.Deferred {
 		return nil, false
 	}
 	res, err := e.step(ctx, job.RunID, st)
@@ -270,7 +269,7 @@ func (e *Engine) runInline(ctx context.Context, job *Job, st run.StartAttempt) (
 }
 
 // result is the event an attempt's result makes.
-func (e *Engine) result(job *Job, st run.StartAttempt, res executors.Result, execErr error) run.Event {
+func (e *Engine) result(job *Job, st run.StartAttempt, res connectors.Result, execErr error) run.Event {
 	je, now := e.jobEvent(job), time.Now()
 	input := resolvedInput(st)
 	if execErr != nil {
@@ -281,11 +280,11 @@ func (e *Engine) result(job *Job, st run.StartAttempt, res executors.Result, exe
 		if le := expression.AsLimit(execErr); le != nil {
 			code = le.Code
 		}
-		if pe := (*executors.ParamError)(nil); errors.As(execErr, &pe) {
+		if pe := (*ParamError)(nil); errors.As(execErr, &pe) {
 			code = run.CodeInvalidParam
 		}
-		if errors.Is(execErr, executors.ErrPrivateTarget) {
-			code = run.CodePrivateNetworkRefused
+		if coded := (interface{ ErrorCode() string })(nil); errors.As(execErr, &coded) {
+			code = coded.ErrorCode()
 		}
 		return run.Failed{JobEvent: je, Block: st.Block.ID, AttemptID: st.ID, Message: execErr.Error(), Code: code, Input: input, Now: now}
 	}
@@ -311,20 +310,20 @@ func resolvedInput(st run.StartAttempt) json.RawMessage {
 
 // call runs the executor under the step's timeout. An attempt whose params could not be
 // resolved fails with why.
-func (e *Engine) call(ctx context.Context, entry connectors.Entry, runID string, st run.StartAttempt) (executors.Result, error) {
+func (e *Engine) call(ctx context.Context, entry connectors.Entry, runID string, st run.StartAttempt) (connectors.Result, error) {
 	if st.ParamErr != nil {
-		return executors.Result{}, st.ParamErr
+		return connectors.Result{}, st.ParamErr
 	}
 	ex, ok := e.executors[st.Block.Type]
 	if !ok {
-		return executors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
+		return connectors.Result{}, fmt.Errorf("no executor for block type %s", st.Block.Type)
 	}
 	var err error
 	if st.Params, err = e.params.Check(st.Block.Type, st.Params); err != nil {
-		return executors.Result{}, err
+		return connectors.Result{}, err
 	}
 	timeout := time.Duration(entry.TimeoutMS) * time.Millisecond
-	if ms, ok := executors.IntParam(st.Params["timeout_ms"]); ok && ms > 0 {
+	if ms, ok := connectors.IntParam(st.Params["timeout_ms"]); ok && ms > 0 {
 		timeout = time.Duration(ms) * time.Millisecond
 	}
 	if timeout <= 0 {
@@ -334,6 +333,6 @@ func (e *Engine) call(ctx context.Context, entry connectors.Entry, runID string,
 	cctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	input := st.Scope["input"]
-	return ex.Execute(cctx, executors.Call{RunID: runID, BlockID: st.Block.ID, Attempt: st.Attempt, Params: st.Params,
+	return ex.Execute(cctx, connectors.Call{RunID: runID, BlockID: st.Block.ID, Attempt: st.Attempt, Params: st.Params,
 		Input: input, Scope: st.Scope, Eval: st.Eval})
 }

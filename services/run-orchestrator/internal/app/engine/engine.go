@@ -18,7 +18,6 @@ import (
 	"go.opentelemetry.io/otel/trace/noop"
 
 	"svc.dev/proto/connectors"
-	"svc.dev/services/run-orchestrator/internal/adapters/executors"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -110,7 +109,10 @@ type Config struct {
 	Turns       Turns
 	Interpreter *run.Interpreter
 	Catalog     []connectors.Entry
-	Executors   map[string]executors.Executor
+	// Connectors are the connectors' runtimes, and ConnectorConfig the server's configuration
+	// their executors are built with.
+	Connectors      []connectors.Runtime
+	ConnectorConfig connectors.Config
 	// Tracer traces the runs' steps (nil: not traced).
 	Tracer trace.TracerProvider
 	Log    *slog.Logger
@@ -121,11 +123,14 @@ type Engine struct {
 	runs      RunRepository
 	turns     Turns
 	interp    *run.Interpreter
-	executors map[string]executors.Executor
-	catalog   map[string]connectors.Entry
-	params    *executors.ParamsValidator
-	tracer    trace.Tracer
-	log       *slog.Logger
+	executors map[string]connectors.Executor
+	// inline and atDispatch are the connectors that run inline, and those that may finish a
+	// run at its dispatch (connectors.Runtime).
+	inline, atDispatch map[string]bool
+	catalog            map[string]connectors.Entry
+	params             *ParamsValidator
+	tracer             trace.Tracer
+	log                *slog.Logger
 	// heavy holds a token per evaluation over the inline budget (prepare) and per write of a
 	// huge result (heavyWrite) in progress.
 	heavy chan struct{}
@@ -141,15 +146,16 @@ type Engine struct {
 
 // New builds the engine.
 func New(cfg Config) (*Engine, error) {
-	if cfg.Runs == nil || cfg.Turns == nil || cfg.Interpreter == nil || cfg.Executors == nil || cfg.Log == nil {
-		return nil, errors.New("engine: New needs a run repository, turns, an interpreter, executors and a logger")
+	if cfg.Runs == nil || cfg.Turns == nil || cfg.Interpreter == nil || len(cfg.Connectors) == 0 || cfg.Log == nil {
+		return nil, errors.New("engine: New needs a run repository, turns, an interpreter, connectors and a logger")
 	}
 	tp := cfg.Tracer
 	if tp == nil {
 		tp = noop.NewTracerProvider()
 	}
 	e := &Engine{
-		runs: cfg.Runs, turns: cfg.Turns, interp: cfg.Interpreter, executors: cfg.Executors, log: cfg.Log,
+		runs: cfg.Runs, turns: cfg.Turns, interp: cfg.Interpreter, log: cfg.Log,
+		executors: map[string]connectors.Executor{}, inline: map[string]bool{}, atDispatch: map[string]bool{},
 		catalog: map[string]connectors.Entry{}, tracer: tp.Tracer("svc.dev/services/run-orchestrator/engine"),
 		heavy:   make(chan struct{}, max(1, runtime.GOMAXPROCS(0)/2)),
 		running: map[string]map[int64]context.CancelCauseFunc{}, stopping: make(chan struct{}),
@@ -157,8 +163,13 @@ func New(cfg Config) (*Engine, error) {
 	for _, entry := range cfg.Catalog {
 		e.catalog[entry.Type] = entry
 	}
+	for _, c := range cfg.Connectors {
+		e.executors[c.Type] = c.New(cfg.ConnectorConfig)
+		e.inline[c.Type] = c.Inline
+		e.atDispatch[c.Type] = c.AtDispatch
+	}
 	var err error
-	if e.params, err = executors.NewParamsValidator(cfg.Catalog); err != nil {
+	if e.params, err = NewParamsValidator(cfg.Catalog); err != nil {
 		return nil, err
 	}
 	return e, nil

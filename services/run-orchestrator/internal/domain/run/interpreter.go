@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"svc.dev/proto/connectors/expression"
@@ -319,14 +318,14 @@ func (in *Interpreter) scope(r *Run) map[string]any {
 }
 
 // resolve resolves block's params in scope, every param charged to the one budget b. Raw
-// params (x-expression), trigger.manual's input_schema and a trigger's concurrency (its key
-// is a template the dispatch evaluates, not the trigger's attempt) are kept as they are; the
-// first param that fails is the error.
+// params (the connector's Raw: x-expression params, a JSON Schema, a trigger's concurrency,
+// whose key the dispatch evaluates) are kept as they are; the first param that fails is the
+// error.
 func (in *Interpreter) resolve(block Block, scope map[string]any, b *expression.Budget) (params map[string]any, err error) {
 	conn := in.connectors[block.Type]
 	params = make(map[string]any, len(block.Params)+len(conn.Extra))
 	for k, v := range block.Params {
-		if conn.Raw[k] || (block.Type == "trigger.manual" && k == "input_schema") || (k == ConcurrencyParam && strings.HasPrefix(block.Type, "trigger.")) {
+		if conn.Raw[k] {
 			params[k] = v
 			continue
 		}

@@ -3,14 +3,13 @@ package run_test
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
-	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/proto/connectors"
+	"svc.dev/proto/connectors/builtin"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -26,7 +25,7 @@ var t0 = time.Date(2026, time.November, 22, 2, 6, 44, 537_000_000, time.UTC)
 // at is t0 plus n milliseconds.
 func at(n int64) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 
-// The retry policies of proto/connectors/catalog (TestCatalogMirror holds them to it).
+// Retry policies as the catalog gives them to log, fail and http.request.
 var (
 	policyOne  = run.RetryPolicy{MaxAttempts: 1, InitialIntervalMS: 100, BackoffCoefficient: 2, MaxIntervalMS: 1000}
 	policyFail = run.RetryPolicy{MaxAttempts: 3, InitialIntervalMS: 100, BackoffCoefficient: 2, MaxIntervalMS: 1000}
@@ -34,20 +33,14 @@ var (
 )
 
 // catalog is the interpreter's view of the built-in connectors, as the engine builds it from
-// the catalog: the retry policy, the x-expression params kept raw, and the hidden params the
-// server sets.
+// their catalog entries and runtimes, on a server that sets http.request's hidden
+// allow_private_network (to false: private targets refused).
 func catalog() map[string]run.Connector {
-	return map[string]run.Connector{
-		"trigger.manual":   {Retry: policyOne},
-		"trigger.webhook":  {Retry: policyOne},
-		"trigger.schedule": {Retry: policyOne},
-		"transform":        {Retry: policyOne},
-		"condition":        {Retry: policyOne, Raw: map[string]bool{"expression": true}},
-		"wait":             {Retry: policyOne},
-		"log":              {Retry: policyOne},
-		"fail":             {Retry: policyFail},
-		"http.request":     {Retry: policyHTTP, Extra: map[string]any{"allow_private_network": false}},
-	}
+	c := run.Connectors(connectors.MustLoad(), builtin.All(), connectors.Config{})
+	http := c["http.request"]
+	http.Extra = map[string]any{"allow_private_network": false}
+	c["http.request"] = http
+	return c
 }
 
 // idCounter names attempts att_1, att_2, ...
@@ -222,30 +215,6 @@ const fanDef = `{"blocks":[
 ]}`
 
 // ---- the catalog ------------------------------------------------------------------------------
-
-// TestCatalogMirror holds the tests' connectors to proto/connectors/catalog: the same retry
-// policies, and the x-expression params kept raw.
-func TestCatalogMirror(t *testing.T) {
-	t.Parallel()
-	mine := catalog()
-	entries := connectors.MustLoad()
-	require.Len(t, mine, len(entries))
-	for _, e := range entries {
-		c, ok := mine[e.Type]
-		require.True(t, ok, "type %s", e.Type)
-		require.Equal(t, run.RetryPolicy(e.RetryPolicy), c.Retry, "retry policy of %s", e.Type)
-		var schema struct {
-			Properties map[string]struct {
-				Expr bool `json:"x-expression"`
-			} `json:"properties"`
-		}
-		require.NoError(t, json.Unmarshal(e.Params, &schema))
-		for name, p := range schema.Properties {
-			require.Equal(t, p.Expr, c.Raw[name], "%s.%s raw", e.Type, name)
-		}
-		require.ElementsMatch(t, e.HiddenParams(), slices.Collect(maps.Keys(c.Extra)), "hidden params of %s", e.Type)
-	}
-}
 
 func TestRetryPolicyBackoff(t *testing.T) {
 	t.Parallel()

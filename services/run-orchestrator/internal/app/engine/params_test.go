@@ -1,27 +1,21 @@
-package executors_test
+package engine_test
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"log/slog"
-	"net/http"
-	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/proto/connectors"
-	"svc.dev/services/run-orchestrator/internal/adapters/executors"
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 )
 
 // Resolved params against the catalog's params schemas: what a template yields is held to the
 // same rules as what the editor checked at save time.
 func TestParamsValidator(t *testing.T) {
 	t.Parallel()
-	v, err := executors.NewParamsValidator(connectors.MustLoad())
+	v, err := engine.NewParamsValidator(connectors.MustLoad())
 	require.NoError(t, err)
 
 	tests := []struct {
@@ -62,7 +56,7 @@ func TestParamsValidator(t *testing.T) {
 				require.NoError(t, err)
 				return
 			}
-			var pe *executors.ParamError
+			var pe *engine.ParamError
 			require.ErrorAs(t, err, &pe)
 			require.Equal(t, tc.pointer, pe.Pointer)
 			require.Equal(t, tc.rule, pe.Rule)
@@ -104,7 +98,7 @@ func TestParamsValidator(t *testing.T) {
 
 		// Text that breaks the string's own rules still fails: a url must be http(s).
 		_, err = v.Check("http.request", map[string]any{"method": "GET", "url": 5})
-		var pe *executors.ParamError
+		var pe *engine.ParamError
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, "/url", pe.Pointer)
 		require.Equal(t, "pattern", pe.Rule)
@@ -116,7 +110,7 @@ func TestParamsValidator(t *testing.T) {
 
 	t.Run("NotJSON", func(t *testing.T) {
 		t.Parallel()
-		var pe *executors.ParamError
+		var pe *engine.ParamError
 		_, err := v.Check("transform", map[string]any{"value": func() {}})
 		require.ErrorAs(t, err, &pe)
 		require.Equal(t, "json", pe.Rule)
@@ -134,65 +128,9 @@ func TestParamsValidator(t *testing.T) {
 
 // http.request fits its whole output under the attempt's bound: a body at the bound is cut
 // further (marked truncated) so that status, headers and its JSON form fit beside it, also
-// when that form is longer than the bytes (escapes).
-func TestHTTPOutputFitsTheBound(t *testing.T) {
-	t.Parallel()
-	const limit = 256 << 10
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("X-Pad", strings.Repeat("h", 4000))
-		switch r.URL.Path {
-		case "/json": // a JSON document just under the bound whose re-encoding grows (<, >)
-			w.Header().Set("Content-Type", "application/json")
-			_, _ = w.Write([]byte(`{"s":"` + strings.Repeat("<>", (limit-20)/2) + `"}`))
-		case "/controls": // every byte becomes \u00XX in JSON
-			_, _ = w.Write([]byte(strings.Repeat("\x01", 3*limit)))
-		case "/small":
-			_, _ = w.Write([]byte("ok"))
-		default: // longer than the bound
-			_, _ = w.Write([]byte(strings.Repeat("é", limit)))
-		}
-	}))
-	t.Cleanup(srv.Close)
-	ex := executors.Executors(slog.New(slog.DiscardHandler), executors.HTTPConfig{AllowPrivate: true, MaxOutput: limit})["http.request"]
-	for _, path := range []string{"/json", "/controls", "/long", "/small"} {
-		t.Run(path, func(t *testing.T) {
-			t.Parallel()
-			res, err := ex.Execute(context.Background(), executors.Call{Params: map[string]any{
-				"method": "GET", "url": srv.URL + path, "allow_private_network": true}})
-			require.NoError(t, err)
-			enc, err := json.Marshal(res.Output)
-			require.NoError(t, err)
-			require.LessOrEqual(t, len(enc), limit)
-			out := res.Output.(map[string]any)
-			if path == "/small" {
-				require.Equal(t, "ok", out["body"])
-				require.NotContains(t, out, "truncated")
-				return
-			}
-			require.Equal(t, true, out["truncated"])
-			require.Greater(t, len(enc), limit*9/10, "the body is cut to fit, not dropped")
-			require.True(t, json.Valid(enc))
-		})
-	}
-
-	t.Run("HeadersAreBounded", func(t *testing.T) {
-		t.Parallel()
-		huge := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-			for i := range 40 {
-				w.Header().Set("X-Pad-"+strings.Repeat("p", i), strings.Repeat("h", 4000))
-			}
-		}))
-		t.Cleanup(huge.Close)
-		_, err := ex.Execute(context.Background(), executors.Call{Params: map[string]any{
-			"method": "GET", "url": huge.URL, "allow_private_network": true}})
-		require.Error(t, err)
-		require.False(t, errors.Is(err, context.DeadlineExceeded))
-	})
-}
-
 // BenchmarkParamsValidator is the check's cost per attempt in the common case: valid params.
 func BenchmarkParamsValidator(b *testing.B) {
-	v, err := executors.NewParamsValidator(connectors.MustLoad())
+	v, err := engine.NewParamsValidator(connectors.MustLoad())
 	require.NoError(b, err)
 	for _, tc := range []struct {
 		typ    string

@@ -1,4 +1,6 @@
-package executors
+// Package httprequest is the http.request connector: one HTTP request, its response as the
+// output. Private-network targets are refused unless the server allows them.
+package httprequest
 
 import (
 	"bytes"
@@ -15,21 +17,26 @@ import (
 	"syscall"
 	"time"
 	"unicode/utf8"
+
+	"svc.dev/proto/connectors"
 )
 
-// HTTPConfig is the server configuration of the http.request connector.
-type HTTPConfig struct {
-	// AllowPrivate sets the hidden allow_private_network param on every http.request block
-	// (SVC_HTTP_ALLOW_PRIVATE=1): loopback, private and link-local targets are then allowed.
-	AllowPrivate bool
-	// MaxOutput is the bound of an attempt's output JSON (SVC_ATTEMPT_OUTPUT_MAX_BYTES; 0: 1
-	// MiB). The executor reads at most that much of a response body, and cuts the body further
-	// so that its whole output (status, headers, body) fits: beyond it the output is marked
-	// truncated, never refused.
-	MaxOutput int
+// Runtime is http.request as the engine runs it: after its attempt is committed (it reaches
+// outside the process), with allow_private_network set by the server's configuration.
+func Runtime() connectors.Runtime {
+	return connectors.Runtime{
+		Type: "http.request",
+		New:  func(cfg connectors.Config) connectors.Executor { return newHTTPExecutor(cfg) },
+		Hidden: func(cfg connectors.Config) map[string]any {
+			if !cfg.AllowPrivateNetwork {
+				return nil
+			}
+			return map[string]any{"allow_private_network": true}
+		},
+	}
 }
 
-// defaultMaxOutput is the attempt output bound when HTTPConfig leaves it unset: the request
+// defaultMaxOutput is the attempt output bound when the configuration leaves it unset: the request
 // body limit.
 const defaultMaxOutput = 1 << 20
 
@@ -53,13 +60,16 @@ func (e *privateTargetError) Error() string {
 
 func (e *privateTargetError) Is(target error) bool { return target == ErrPrivateTarget }
 
+// ErrorCode is the failed attempt's code: the engine does not retry it.
+func (e *privateTargetError) ErrorCode() string { return "private_network_refused" }
+
 type httpExecutor struct {
 	strict    *http.Client // refuses private targets after DNS resolution
 	open      *http.Client
 	maxOutput int
 }
 
-func newHTTPExecutor(cfg HTTPConfig) Executor {
+func newHTTPExecutor(cfg connectors.Config) connectors.Executor {
 	if cfg.MaxOutput <= 0 {
 		cfg.MaxOutput = defaultMaxOutput
 	}
@@ -104,12 +114,12 @@ func blocked(ip netip.Addr) bool {
 		netip.MustParsePrefix("100.64.0.0/10").Contains(ip) // carrier-grade NAT, private in practice
 }
 
-func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
+func (h *httpExecutor) Execute(ctx context.Context, c connectors.Call) (connectors.Result, error) {
 	method, _ := c.Params["method"].(string)
 	raw, _ := c.Params["url"].(string)
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Result{}, fmt.Errorf("url %q is not an absolute http or https URL", raw)
+		return connectors.Result{}, fmt.Errorf("url %q is not an absolute http or https URL", raw)
 	}
 	if q, ok := c.Params["query"].(map[string]any); ok {
 		vals := u.Query()
@@ -127,14 +137,14 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 	default:
 		enc, err := json.Marshal(b)
 		if err != nil {
-			return Result{}, fmt.Errorf("body: %w", err)
+			return connectors.Result{}, fmt.Errorf("body: %w", err)
 		}
 		body = bytes.NewReader(enc)
 		contentType = "application/json"
 	}
 	req, err := http.NewRequestWithContext(ctx, method, u.String(), body)
 	if err != nil {
-		return Result{}, fmt.Errorf("request: %w", err)
+		return connectors.Result{}, fmt.Errorf("request: %w", err)
 	}
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
@@ -151,14 +161,14 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 	resp, err := client.Do(req)
 	if err != nil {
 		if pe := (*privateTargetError)(nil); errors.As(err, &pe) {
-			return Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), pe)
+			return connectors.Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), pe)
 		}
-		return Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
+		return connectors.Result{}, fmt.Errorf("%s %s: %w", method, u.Redacted(), err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, int64(h.maxOutput)+1))
 	if err != nil {
-		return Result{}, fmt.Errorf("read response: %w", err)
+		return connectors.Result{}, fmt.Errorf("read response: %w", err)
 	}
 	truncated := len(data) > h.maxOutput
 	if truncated {
@@ -178,7 +188,7 @@ func (h *httpExecutor) Execute(ctx context.Context, c Call) (Result, error) {
 	if truncated {
 		out["truncated"] = true
 	}
-	return Result{Output: fitOutput(out, data, h.maxOutput)}, nil
+	return connectors.Result{Output: fitOutput(out, data, h.maxOutput)}, nil
 }
 
 // fitOutput cuts the body of out so that out's JSON is at most limit bytes: a body at the
