@@ -9,6 +9,7 @@ import (
 	"svc.dev/proto/connectors/builtin/condition"
 	"svc.dev/proto/connectors/builtin/fail"
 	"svc.dev/proto/connectors/builtin/httprequest"
+	"svc.dev/proto/connectors/builtin/jsonvalidate"
 	"svc.dev/proto/connectors/builtin/log"
 	"svc.dev/proto/connectors/builtin/transform"
 	"svc.dev/proto/connectors/builtin/trigger"
@@ -24,5 +25,6 @@ func All() []connectors.Runtime {
 		fail.Runtime(),
 		wait.Runtime(),
 		httprequest.Runtime(),
+		jsonvalidate.Runtime(),
 	)
 }
