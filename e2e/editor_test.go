@@ -348,7 +348,7 @@ func TestEditor(t *testing.T) {
 		u := newEditorUser(t, sys, "ed-reasons")
 		id := u.create("reasons", "")
 		require.Empty(t, edSkipped(t, u.ops(id, edPipeline)))
-		allTypes := []string{"trigger.manual", "trigger.schedule", "trigger.webhook", "http.request", "fail", "log", "condition", "transform", "wait"}
+		allTypes := []string{"trigger.manual", "trigger.schedule", "trigger.webhook", "http.request", "fail", "log", "condition", "json.validate", "transform", "wait"}
 		for _, tc := range []struct {
 			code, op, opType, block, pointer, dym string
 			allowed, reason                       []string

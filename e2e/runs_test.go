@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -615,6 +616,42 @@ func TestRuns(t *testing.T) {
 
 		requireError(t, u.c.post("/api/workflows/wf_missing/run", nil), http.StatusNotFound, "not_found")
 		requireError(t, u.c.get("/api/runs/run_missing"), http.StatusNotFound, "not_found")
+	})
+
+	// json.validate through the whole system: the editor takes its schema param (and refuses
+	// one that refers outside itself), the run outputs where the value breaks it, and with
+	// fail_on_invalid the run fails with code json_invalid.
+	t.Run("JSONValidate", func(t *testing.T) {
+		t.Parallel()
+		u := newRunsUser(t, sys, "jsonvalidate")
+		schema := map[string]any{"type": "object", "required": []any{"qty"},
+			"properties": map[string]any{"qty": map[string]any{"type": "integer", "minimum": 1}}}
+		check := func(failOnInvalid bool) string {
+			return u.workflow(fmt.Sprintf("validate-%v", failOnInvalid), wfDef(wfBlocks(wfTrigger(nil),
+				wfBlock("check", "json.validate", map[string]any{"schema": schema, "value": "{{ input }}", "fail_on_invalid": failOnInvalid})),
+				wfEdge("start", "check")))
+		}
+		lenient, strict := check(false), check(true)
+
+		ok := u.waitStatus(u.startRun(lenient, map[string]any{"input": map[string]any{"qty": 2}}), "completed")
+		require.Equal(t, map[string]any{"check": map[string]any{"valid": true, "errors": []any{}}}, ok["output"])
+		bad := u.waitStatus(u.startRun(lenient, map[string]any{"input": map[string]any{"qty": 0}}), "completed")
+		out := obj(t, obj(t, bad["output"])["check"])
+		require.Equal(t, false, out["valid"])
+		require.Equal(t, "/qty", obj(t, arr(t, out["errors"])[0])["path"])
+
+		failed := u.startRun(strict, map[string]any{"input": map[string]any{}})
+		u.waitStatus(failed, "failed")
+		byBlock := attemptsByBlock(u.logs(failed))
+		require.Len(t, byBlock["check"], 1, "a value that does not match is not retried")
+		require.Equal(t, "json_invalid", obj(t, byBlock["check"][0]["error"])["code"])
+
+		r := u.c.post("/api/workflows", map[string]any{"name": "outside", "definition": wfDef(wfBlocks(wfTrigger(nil),
+			wfBlock("check", "json.validate", map[string]any{"schema": map[string]any{"$ref": "https://example.com/s.json"}, "value": 1})))})
+		require.Equal(t, http.StatusCreated, r.Status, r.Raw)
+		skipped := arr(t, r.Body["skipped_items"])
+		require.Len(t, skipped, 1, r.Raw)
+		require.Equal(t, "invalid_param", obj(t, skipped[0])["reason_code"], r.Raw)
 	})
 }
 

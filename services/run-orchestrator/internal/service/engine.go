@@ -44,9 +44,8 @@ type engineConfig struct {
 	Expressions                      run.EvalLimits
 }
 
-// runtime is app.Engine (dispatch, signals, cancel) and the engine's life cycle.
+// runtime is the engine and the adapters around it, and their life cycle.
 type runtime struct {
-	*runstore.Store
 	engine   *engine.Engine
 	jobs     *riverjobs.Jobs
 	queue    *riverjobs.Queue
@@ -83,7 +82,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	feed := runevents.New()
 	hub := runnotify.NewHub()
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
-	store := runstore.New(pool, interp, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
+	store := runstore.New(pool, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
 	runs, err := engine.New(engine.Config{Runs: store, Turns: jobs, Interpreter: interp, Catalog: catalog,
 		Connectors: builtin.All(), ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Log: log})
 	if err != nil {
@@ -95,11 +94,11 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 		return nil, err
 	}
 	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
-		store.Sweep, notifier, log)
+		runs.Sweep, notifier, log)
 	// A first stream here: the heartbeat tells the others at once, and the streams read again
 	// once the others have surely heard (their next heartbeat, with room for a slow one).
 	hub.OnFirst(2*reps.Heartbeat()+500*time.Millisecond, reps.BeatNow)
-	return &runtime{Store: store, engine: runs, jobs: jobs, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
+	return &runtime{engine: runs, jobs: jobs, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
 		listener: runnotify.NewListener(pool, hub, log), replica: cfg.Replica}, nil
 }
 
@@ -128,7 +127,7 @@ func (e *runtime) start(ctx context.Context) error {
 	if err := e.queue.Start(ctx); err != nil {
 		return err
 	}
-	e.timers.Start(ctx, e.Wake)
+	e.timers.Start(ctx, e.engine.Wake)
 	return nil
 }
 
@@ -150,13 +149,4 @@ func (e *runtime) stop(ctx context.Context) error {
 		}
 	})
 	return e.stopErr
-}
-
-// Cancel cancels the run, and the context of a step of it this replica runs.
-func (e *runtime) Cancel(ctx context.Context, org, runID string) (run.Status, error) {
-	status, err := e.Store.Cancel(ctx, org, runID)
-	if err == nil {
-		e.engine.CancelLocal(runID)
-	}
-	return status, err
 }

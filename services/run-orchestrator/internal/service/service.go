@@ -166,7 +166,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	hc := httpclient.New(httpclient.Config{Peer: "workflow-editor", BaseURL: cfg.EditorURL, Timeout: 5 * time.Second,
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
-	batch := app.NewStartRunsHandler(catalog, eng)
+	batch := app.NewStartRunsHandler(catalog, eng.engine)
 	if cfg.SnapshotCacheTTL > 0 {
 		// Redis only holds the catalog epochs: without it every start reads the editor, so its
 		// outage marks the orchestrator degraded, not unready.
@@ -176,7 +176,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	}
 	start := app.NewStartGroup(batch, app.DefaultStartSlots)
 	reader := postgres.NewRunReader(base.Pool)
-	runs := app.NewRuns(reader, eng)
+	runs := app.NewRuns(reader, eng.engine)
 	list := app.NewListRunsHandler(reader, catalog)
 	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, batch),
 		base.RPCHandlerOptions()...)

@@ -1,11 +1,12 @@
-// Package runstore is the engine's Postgres adapter: the transaction on a run that locks it,
-// reads what changed, applies one event with the domain's interpreter, writes the decisions
-// and commits, then hands the run's changes to the event feed; dispatch (runs, idempotency
-// keys, first jobs); signals, cancel and timers' wakes; the sweep of dead replicas' runs.
+// Package runstore is the engine's run repository on Postgres (engine.RunRepository): the
+// transaction on a run that locks it, reads what changed, lets the engine decide, writes the
+// decisions and commits, then hands the run's changes to the event feed; dispatch (runs,
+// idempotency keys, first jobs); the sweep of dead replicas' runs.
 package runstore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sync"
@@ -18,18 +19,17 @@ import (
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// The Postgres side of a run's transaction: lock the run and read what changed, apply the
-// interpreter's decisions as writes, commit, then publish the run's changes. The interpreter
+// The Postgres side of a run's transaction: lock the run and read what changed, write the
+// engine's decisions, commit, then publish the run's changes. The interpreter
 // state is one row per block (run_blocks); a step writes the rows it changed, and a worker
 // that keeps its run between transactions reads back only the rows others wrote since.
 
 // Schema is where the engine's tables and River's live.
 const Schema = "orchestrator"
 
-// Store is the engine's Postgres adapter.
+// Store is the engine's run repository on Postgres.
 type Store struct {
 	pool    *pgxpool.Pool
-	interp  *run.Interpreter
 	jobs    engine.Jobs
 	events  engine.Publisher
 	timers  engine.Timers
@@ -42,11 +42,11 @@ type Store struct {
 }
 
 // New builds the store. replica names this process in step_attempts.replica.
-func New(pool *pgxpool.Pool, interp *run.Interpreter, jobs engine.Jobs, events engine.Publisher, timers engine.Timers, replica string, log *slog.Logger) *Store {
-	if pool == nil || interp == nil || jobs == nil || events == nil || timers == nil || log == nil {
+func New(pool *pgxpool.Pool, jobs engine.Jobs, events engine.Publisher, timers engine.Timers, replica string, log *slog.Logger) *Store {
+	if pool == nil || jobs == nil || events == nil || timers == nil || log == nil {
 		panic("runstore: New needs every dependency")
 	}
-	return &Store{pool: pool, interp: interp, jobs: jobs, events: events, timers: timers, replica: replica, log: log}
+	return &Store{pool: pool, jobs: jobs, events: events, timers: timers, replica: replica, log: log}
 }
 
 // jobWrites makes the queue's side of o in tx: jobs that continue the run, every job of the
@@ -78,27 +78,45 @@ func (s *Store) CompleteJob(ctx context.Context, job *engine.Job) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.jobs.Complete(ctx, tx, job) })
 }
 
-// Update is the engine's transaction on job's run (engine.RunRepository): the run is read
+// Update is the engine's transaction on run runID (engine.RunRepository). A job's run is read
 // through the job's cache, which keeps it between the job's transactions.
-func (s *Store) Update(ctx context.Context, job *engine.Job, fn engine.UpdateFunc) (run.Outcome, error) {
-	c, ok := job.Cache.(*Cache)
-	if !ok {
-		c = NewCache()
-		job.Cache = c
+func (s *Store) Update(ctx context.Context, runID string, job *engine.Job, fn engine.UpdateFunc) (run.Outcome, error) {
+	c := NewCache()
+	if job != nil {
+		if jc, ok := job.Cache.(*Cache); ok {
+			c = jc
+		} else {
+			job.Cache = c
+		}
 	}
-	return s.update(ctx, job.RunID, job, c, func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
-		return fn(ctx, runTx{tx: tx, l: l})
+	return s.update(ctx, runID, job, c, func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+		return fn(ctx, runTx{s: s, tx: tx, l: l})
 	})
 }
 
 // runTx is a locked run as the engine sees it (engine.RunTx).
 type runTx struct {
+	s  *Store
 	tx pgx.Tx
 	l  *Locked
 }
 
-func (t runTx) Run() *run.Run { return t.l.run }
-func (t runTx) Broken() error { return t.l.broken }
+func (t runTx) Run() *run.Run      { return t.l.run }
+func (t runTx) Status() run.Status { return t.l.status }
+func (t runTx) Broken() error      { return t.l.broken }
+
+// StoreSignal stores a signal sent to the run.
+func (t runTx) StoreSignal(ctx context.Context, id, name string, payload json.RawMessage) error {
+	if _, err := t.tx.Exec(ctx, `INSERT INTO signals (id, run_id, name, payload) VALUES ($1, $2, $3, $4)`, id, t.l.run.ID, name, jsonText(payload)); err != nil {
+		return fmt.Errorf("insert signal: %w", err)
+	}
+	return nil
+}
+
+// Fail ends a run that cannot go on, in SQL of its own (failBroken).
+func (t runTx) Fail(ctx context.Context, cause error, status run.Status) (run.Outcome, error) {
+	return t.s.failBroken(ctx, t.tx, t.l, cause, status)
+}
 
 // BufferedSignal is the oldest unconsumed signal of the run named name, locked until the
 // commit; nil when there is none.

@@ -9,16 +9,17 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"svc.dev/libs/pgdb"
+	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
 // forgetReplicasAfter is how long a dead replica's row stays for inspection.
 const forgetReplicasAfter = time.Hour
 
-// Sweep recovers the runs that replicas without a heartbeat for deadAfter hold, and returns how
-// many attempts it marked lost. Every replica calls it every SweepEvery; only one sweeps at a
-// time (the others skip the round).
-func (s *Store) Sweep(ctx context.Context, deadAfter time.Duration) (int, error) {
+// Sweep recovers the runs that replicas without a heartbeat for deadAfter hold, each as decide
+// says, and returns how many attempts it marked lost. Every replica calls it every SweepEvery;
+// only one sweeps at a time (the others skip the round).
+func (s *Store) Sweep(ctx context.Context, deadAfter time.Duration, decide engine.LostFunc) (int, error) {
 	lost := 0
 	var (
 		done     []sweptRun
@@ -62,7 +63,7 @@ func (s *Store) Sweep(ctx context.Context, deadAfter time.Duration) (int, error)
 			return err
 		}
 		for _, id := range runIDs {
-			n, o, g, err := s.recover(ctx, tx, id, live)
+			n, o, g, err := s.recover(ctx, tx, id, live, decide)
 			if err != nil {
 				return err
 			}
@@ -100,8 +101,8 @@ type sweptRun struct {
 // their blocks pending, their jobs finalized, and a fresh job continues the run. When that
 // ends the run and the run held a slot of its concurrency group, the group is returned (its
 // next runs are admitted by the caller).
-func (s *Store) recover(ctx context.Context, tx pgx.Tx, runID string, live []string) (int, run.Outcome, *group, error) {
-	n, o, l, err := s.recoverRun(ctx, tx, runID, live)
+func (s *Store) recover(ctx context.Context, tx pgx.Tx, runID string, live []string, decide engine.LostFunc) (int, run.Outcome, *group, error) {
+	n, o, l, err := s.recoverRun(ctx, tx, runID, live, decide)
 	if err != nil || l == nil || l.group == nil || !l.admitted || l.status.Terminal() || !ends(&o) {
 		return n, o, nil, err
 	}
@@ -109,7 +110,7 @@ func (s *Store) recover(ctx context.Context, tx pgx.Tx, runID string, live []str
 }
 
 // recoverRun is recover's work; l is the run as locked (nil when it was not).
-func (s *Store) recoverRun(ctx context.Context, tx pgx.Tx, runID string, live []string) (int, run.Outcome, *Locked, error) {
+func (s *Store) recoverRun(ctx context.Context, tx pgx.Tx, runID string, live []string, decide engine.LostFunc) (int, run.Outcome, *Locked, error) {
 	var none run.Outcome
 	// A run locked by a live worker right now is looked at again in the next round.
 	var skip string
@@ -163,7 +164,7 @@ func (s *Store) recoverRun(ctx context.Context, tx pgx.Tx, runID string, live []
 	for _, a := range attempts {
 		s.log.Warn("attempt lost", "run_id", runID, "block_id", a.Block, "attempt_id", a.AttemptID, "replica", a.Replica)
 	}
-	o, err := s.interp.Apply(l.run, run.AttemptsLost{Attempts: attempts, DeadJobs: jobs, Now: time.Now()})
+	o, err := decide(l.run, attempts, jobs)
 	if err != nil {
 		return 0, none, nil, err
 	}

@@ -82,7 +82,7 @@ func (e *Engine) jobEvent(job *Job) run.JobEvent {
 // same transaction, up to MaxInline of them: the attempt's row is then written begun and
 // finished in one commit.
 func (e *Engine) apply(ctx context.Context, job *Job, ev func(*run.Run) run.Event, inline bool) (run.Outcome, error) {
-	return e.runs.Update(ctx, job, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+	return e.runs.Update(ctx, job.RunID, job, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
 		if err := tx.Broken(); err != nil {
 			return run.Outcome{}, &BrokenRunError{err}
 		}

@@ -7,6 +7,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"log/slog"
 	"runtime"
@@ -42,28 +43,50 @@ type NewJob struct {
 type RunTx interface {
 	// Run is the locked run, read at its current revision.
 	Run() *run.Run
+	// Status is the run's status as locked (a run that cannot be read has one too).
+	Status() run.Status
 	// Broken is why the stored run cannot be read, or nil; Run then holds only its identity
 	// and status.
 	Broken() error
 	// BufferedSignal is the oldest signal named name stored for the run and not consumed yet,
 	// locked until the commit; nil when there is none.
 	BufferedSignal(ctx context.Context, name string) (*run.Signal, error)
+	// StoreSignal stores a signal sent to the run.
+	StoreSignal(ctx context.Context, id, name string, payload json.RawMessage) error
+	// Fail ends a run that cannot go on (it cannot be read, or its job keeps failing) without
+	// the interpreter: attempts still running end, one more failed attempt carries cause, and
+	// the run ends with status (failed, or cancelled when a cancel ends it). A terminal run is
+	// left as it is.
+	Fail(ctx context.Context, cause error, status run.Status) (run.Outcome, error)
 }
 
 // UpdateFunc decides, in the run's transaction, what happens to the locked run.
 type UpdateFunc func(ctx context.Context, tx RunTx) (run.Outcome, error)
 
-// RunRepository stores runs. Update is one transaction on job's run: lock it (fenced off when
-// the job no longer holds it: fn is not called and nothing is written), call fn, write its
-// outcome (the run's rows, its jobs), commit, then publish the run's changes and arm the
-// timers of waits due soon. The run gone is run.ErrNotFound.
+// LostFunc decides, in the sweep's transaction, what becomes of run r whose attempts lost and
+// jobs deadJobs died with their replica.
+type LostFunc func(r *run.Run, lost []run.LostAttempt, deadJobs []int64) (run.Outcome, error)
+
+// RunRepository stores runs. Update is one transaction on run runID: lock it (with a job, fenced
+// off when the job no longer holds it: fn is not called and nothing is written), call fn,
+// write its outcome (the run's rows, its jobs), commit, then publish the run's changes and arm
+// the timers of waits due soon. It records the outcome even when ctx is cancelled. The run
+// gone is run.ErrNotFound.
 type RunRepository interface {
-	Update(ctx context.Context, job *Job, fn UpdateFunc) (run.Outcome, error)
+	Update(ctx context.Context, runID string, job *Job, fn UpdateFunc) (run.Outcome, error)
 	// FailJob fails the run of job with cause and completes the job, unless the job no longer
 	// holds the run or the run has already ended.
 	FailJob(ctx context.Context, job *Job, cause error) error
 	// CompleteJob completes a job whose run is gone.
 	CompleteJob(ctx context.Context, job *Job) error
+	// DispatchMany stores new runs (see app.Engine), finishing at their dispatch those the
+	// engine runs to their end there (FinishAtDispatch).
+	DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error)
+	// RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired key names, or "".
+	RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error)
+	// Sweep recovers the runs of replicas without a heartbeat for deadAfter, each in the
+	// sweep's transaction as lost decides, and returns how many attempts were lost.
+	Sweep(ctx context.Context, deadAfter time.Duration, lost LostFunc) (int, error)
 }
 
 // Jobs is the job queue, written in the run's own transaction (the queue's tables share the
