@@ -25,7 +25,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// The durable runtime svc-runtime (ARCHITECTURE §4), composed: the domain's interpreter
+// The durable runtime svc-runtime, composed: the domain's interpreter
 // decides, and adapters around it carry the decisions out — the run store (Postgres: one
 // transaction per event on a run), the job queue (River, whose worker drives runs), timers
 // (waits due soon), replicas (heartbeats and the sweep of dead replicas' runs), the

@@ -1,4 +1,4 @@
-// Package replicas is crash safety's liveness side (ARCHITECTURE §4): each orchestrator
+// Package replicas is crash safety's liveness side: each orchestrator
 // process registers in the replicas table, refreshes its heartbeat and, on a timer, sweeps
 // the runs of replicas that stopped heartbeating.
 //

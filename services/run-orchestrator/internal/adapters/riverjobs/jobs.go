@@ -81,7 +81,7 @@ type runArgs struct {
 // Kind is the runtime workflow's name.
 func (runArgs) Kind() string { return run.Spec }
 
-// InsertOpts keeps a crash from ever discarding a run (ARCHITECTURE §4: at least 2).
+// InsertOpts keeps a crash from ever discarding a run (at least 2).
 func (runArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 25} }
 
 // OrgCeiling is the ceiling on one organization's workers of a replica of workers: ceiling

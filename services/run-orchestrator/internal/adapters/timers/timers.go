@@ -1,7 +1,7 @@
 // Package timers ends waits on time: it arms an in-process timer for every wait due within a
 // few seconds (polling the waits table every second, and armed at once by the run store when
 // it commits a wait), and wakes the run when it fires. River's scheduler checks only every few
-// seconds, so waits due soon need timers of their own (ARCHITECTURE §4). Every replica arms
+// seconds, so waits due soon need timers of their own. Every replica arms
 // every due wait; the first to lock the run releases the wait, the others find it released.
 package timers
 
@@ -15,8 +15,7 @@ import (
 )
 
 // horizon is how far ahead the poller arms in-process timers; pollEvery how often it looks.
-// River's scheduler checks only every few seconds, so waits due soon need timers of their own
-// (ARCHITECTURE §4).
+// River's scheduler checks only every few seconds, so waits due soon need timers of their own.
 const (
 	horizon   = 3 * time.Second
 	pollEvery = time.Second

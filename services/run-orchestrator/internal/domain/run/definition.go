@@ -31,7 +31,7 @@ type Definition struct {
 	outgoing map[string][]string
 }
 
-// ParseDefinition reads a definition's JSON form (contract §2). Numbers stay json.Number so
+// ParseDefinition reads a definition's JSON form. Numbers stay json.Number so
 // that the definition round-trips unchanged.
 func ParseDefinition(raw []byte) (Definition, error) {
 	var d Definition

@@ -108,7 +108,7 @@ type TimerFired struct {
 	Now   time.Time
 }
 
-// SignalArrived is a signal stored for the run (contract §3: the oldest wait on its name
+// SignalArrived is a signal stored for the run (the oldest wait on its name
 // consumes it; with none, it stays buffered).
 type SignalArrived struct {
 	Signal Signal

@@ -14,7 +14,7 @@ import (
 // run's transaction, and the changes they publish after it commits. It reads no clock, no
 // database and starts nothing: everything it needs is in the run and the event.
 
-// MaxAttemptsAnyKind stops a step after this many attempts of any kind (contract §3).
+// MaxAttemptsAnyKind stops a step after this many attempts of any kind.
 const MaxAttemptsAnyKind = 10
 
 // Error codes of attempts the interpreter ends itself.
@@ -62,7 +62,7 @@ func (p RetryPolicy) Backoff(n int) time.Duration {
 	return time.Duration(ms) * time.Millisecond
 }
 
-// Interpreter applies contract §3's rules.
+// Interpreter applies the rules of a run's execution (docs/API.md, "Runs").
 type Interpreter struct {
 	connectors map[string]Connector
 	templates  *Templates

@@ -13,7 +13,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// Tests of the pure interpreter (contract §3, and §2 on connectors and templates). Every
+// Tests of the pure interpreter. Every
 // event of every test goes through tracker.apply, which checks the invariants that hold after
 // any Apply (the fuzz target and the property test use the same checker).
 

@@ -13,7 +13,7 @@ import (
 
 // The invariant checker every test of the interpreter applies its events through (the fuzz
 // target and the property test too). It is long because it restates, independently of the
-// interpreter, every invariant of contract §3 that must hold after any Apply.
+// interpreter, every invariant of a run's execution that must hold after any Apply.
 
 // ---- the invariant checker ----------------------------------------------------------------
 

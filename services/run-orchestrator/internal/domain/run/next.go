@@ -5,7 +5,7 @@ import (
 	"slices"
 )
 
-// What runs next (contract §3). This file is the whole rule; next_test.go tests it alone.
+// What runs next. This file is the whole rule; next_test.go tests it alone.
 //
 // A block runs when every block upstream of it is done (succeeded, failed or skipped) and at
 // least one of its incoming edges is taken. An edge is taken when its source succeeded and,

@@ -1,6 +1,6 @@
 // Package run models a run of the single runtime workflow svc-runtime: its states, the pinned
 // definition it walks, the interpreter state that says where each block stands, and the rules
-// that decide which block runs next (contract §3).
+// that decide which block runs next.
 package run
 
 import (
@@ -14,7 +14,7 @@ const Spec = "svc-runtime"
 // Status is a run's state: queued → running ⇄ waiting → completed | failed | cancelled.
 type Status string
 
-// The run states of contract §3.
+// The run states (docs/API.md, "Runs").
 const (
 	StatusQueued    Status = "queued"
 	StatusRunning   Status = "running"

@@ -40,7 +40,7 @@ type BlockState struct {
 	Status   BlockStatus `json:"status,omitempty"`
 	Attempts int         `json:"attempts,omitempty"`
 	// Lost counts the attempts a replica lost by crashing; they do not count against the
-	// connector's max_attempts (contract §3), Attempts (every kind) does against the cap of 10.
+	// connector's max_attempts, Attempts (every kind) does against the cap of 10.
 	Lost   int             `json:"lost,omitempty"`
 	Output json.RawMessage `json:"output,omitempty"`
 	// Job is the River job whose worker holds the block while it is running: a later try of

@@ -104,7 +104,7 @@ func shorten(src string) string {
 	return src[:117] + "..."
 }
 
-// Resolve evaluates the {{ expr }} templates in v (contract §2): a string that is exactly one
+// Resolve evaluates the {{ expr }} templates in v: a string that is exactly one
 // template takes the value's JSON type; other strings get each value interpolated (strings as
 // they are, anything else as JSON). Objects and arrays are resolved member by member.
 // The size of what is produced is charged to b too (a param that is a reference to a large

@@ -38,7 +38,7 @@ type server struct {
 	log    *slog.Logger
 }
 
-// NewRouter returns the router of run-orchestrator's public routes (contract §3). Paths it does
+// NewRouter returns the router of run-orchestrator's public routes. Paths it does
 // not know answer a JSON 404, known paths with another method a JSON 405.
 func NewRouter(h Handlers, log *slog.Logger) *mux.Router {
 	if log == nil {
