@@ -15,21 +15,19 @@ import (
 	"svc.dev/libs/wire"
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/connectors/builtin"
-	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
-	"svc.dev/services/run-orchestrator/internal/adapters/riverjobs"
+	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
+	"svc.dev/services/run-orchestrator/internal/adapters/river"
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
 	"svc.dev/services/run-orchestrator/internal/adapters/runnotify"
-	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
-	"svc.dev/services/run-orchestrator/internal/adapters/timers"
 	"svc.dev/services/run-orchestrator/internal/app/engine"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// The durable runtime svc-runtime, composed: the domain's interpreter
-// decides, and adapters around it carry the decisions out — the run store (Postgres: one
-// transaction per event on a run), the job queue (River, whose worker drives runs), timers
-// (waits due soon), replicas (heartbeats and the sweep of dead replicas' runs), the
-// executors (connectors) and the event feed (every committed change of a run).
+// The durable runtime svc-runtime, composed: the engine (app/engine) drives runs with the
+// domain's interpreter and the connectors' executors; around it, the run store (Postgres: one
+// transaction per event on a run), the job queue (River, whose workers hand runs to the
+// engine), timers (waits due soon), replicas (heartbeats and the sweep of dead replicas' runs)
+// and the event feed (every committed change of a run).
 
 // engineConfig is what the runtime needs from the service's settings.
 type engineConfig struct {
@@ -47,10 +45,10 @@ type engineConfig struct {
 // runtime is the engine and the adapters around it, and their life cycle.
 type runtime struct {
 	engine   *engine.Engine
-	jobs     *riverjobs.Jobs
-	queue    *riverjobs.Queue
-	timers   *timers.Timers
-	replicas *replicas.Replicas
+	jobs     *river.Jobs
+	queue    *river.Queue
+	timers   *postgres.Timers
+	replicas *postgres.Replicas
 	feed     *runevents.Feed
 	// hub wakes this replica's event streams: from the listener (every replica's commits,
 	// through NOTIFY) and directly from the notifier (this replica's).
@@ -74,26 +72,26 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 		return nil, err
 	}
 	interp := run.NewInterpreter(run.Connectors(catalog, builtin.All(), cfg.Connectors), run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
-	jobs, err := riverjobs.NewJobs(ctx, pool, runstore.Schema, cfg.Propagator, log)
+	jobs, err := river.NewJobs(ctx, pool, postgres.Schema, cfg.Propagator, log)
 	if err != nil {
 		return nil, err
 	}
-	tm := timers.New(pool, log)
+	tm := postgres.NewTimers(pool, log)
 	feed := runevents.New()
 	hub := runnotify.NewHub()
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
-	store := runstore.New(pool, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
+	store := postgres.NewRunStore(pool, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
 	runs, err := engine.New(engine.Config{Runs: store, Turns: jobs, Interpreter: interp, Catalog: catalog,
 		Connectors: builtin.All(), ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Log: log})
 	if err != nil {
 		return nil, err
 	}
 	store.RunAtDispatch(runs.FinishAtDispatch)
-	queue, err := riverjobs.New(pool, riverjobs.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling}, jobs, runs, log)
+	queue, err := river.New(pool, river.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling}, jobs, runs, log)
 	if err != nil {
 		return nil, err
 	}
-	reps := replicas.New(pool, replicas.Config{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
+	reps := postgres.NewReplicas(pool, postgres.ReplicasConfig{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
 		runs.Sweep, notifier, log)
 	// A first stream here: the heartbeat tells the others at once, and the streams read again
 	// once the others have surely heard (their next heartbeat, with room for a slow one).

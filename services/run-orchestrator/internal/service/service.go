@@ -20,15 +20,13 @@ import (
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/connectors/expression"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
-	"svc.dev/services/run-orchestrator/internal/adapters/catalogepochs"
 	"svc.dev/services/run-orchestrator/internal/adapters/editorclient"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
-	"svc.dev/services/run-orchestrator/internal/adapters/replicas"
+	"svc.dev/services/run-orchestrator/internal/adapters/redis"
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
-	"svc.dev/services/run-orchestrator/internal/adapters/runstore"
 	"svc.dev/services/run-orchestrator/internal/app"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
-	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
+	"svc.dev/services/run-orchestrator/internal/ports/httpapi"
 	"svc.dev/services/run-orchestrator/internal/ports/rpc"
 	"svc.dev/services/run-orchestrator/migrations"
 )
@@ -58,7 +56,7 @@ type Config struct {
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 	// Stream paces the event streams: SVC_ORCHESTRATOR_EVENTS_HEARTBEAT (15s) between
 	// heartbeat comments; Recheck (tests only; 5s) between re-reads without a notification.
-	Stream httpport.StreamConfig
+	Stream httpapi.StreamConfig
 	// SnapshotCacheTTL is how long a workflow snapshot read from the editor may serve starts
 	// while the organization's catalog epoch has not moved (SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL,
 	// 5s; 0: every start reads the editor, and Redis is not used).
@@ -84,9 +82,9 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		AllowPrivateNetwork: r.OneOf("SVC_HTTP_ALLOW_PRIVATE", "0", "0", "1") == "1",
 		Workers:             r.Int("SVC_ORCHESTRATOR_WORKERS", 100, 1, 10000),
 		OrgCeiling:          r.Int("SVC_ORCHESTRATOR_ORG_MAX_IN_FLIGHT", 0, 0, 10000),
-		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", replicas.DefaultHeartbeat),
-		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", replicas.DefaultDeadAfter),
-		Stream:              httpport.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
+		Heartbeat:           r.Duration("SVC_ORCHESTRATOR_HEARTBEAT", postgres.DefaultHeartbeat),
+		DeadAfter:           r.Duration("SVC_ORCHESTRATOR_DEAD_AFTER", postgres.DefaultDeadAfter),
+		Stream:              httpapi.StreamConfig{Heartbeat: r.Duration("SVC_ORCHESTRATOR_EVENTS_HEARTBEAT", 15*time.Second)},
 		SnapshotCacheTTL:    r.Duration("SVC_ORCHESTRATOR_SNAPSHOT_CACHE_TTL", 5*time.Second),
 		Expressions: run.EvalLimits{Full: expression.Limits{
 			Timeout: r.Duration("SVC_EXPRESSION_TIMEOUT", run.DefaultTimeout),
@@ -138,7 +136,7 @@ type Application struct {
 // NewApplication connects the stores, applies migrations (ours with goose, River's with its
 // migrator), starts the engine and assembles the HTTP surface.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
-	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: runstore.Schema, Migrations: migrations.FS, Needs: needs(cfg.SnapshotCacheTTL > 0),
+	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: postgres.Schema, Migrations: migrations.FS, Needs: needs(cfg.SnapshotCacheTTL > 0),
 		// River's fetchers and workers and the API share the pool: pgx's default of 4
 		// connections made every dispatch queue behind running steps.
 		MaxConns: 32}, log)
@@ -172,7 +170,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		// outage marks the orchestrator degraded, not unready.
 		base.Optional["redis"] = base.Checks["redis"]
 		delete(base.Checks, "redis")
-		batch = batch.WithCache(app.NewSnapshotCache(catalogepochs.New(base.Redis, base.Keys), cfg.SnapshotCacheTTL, 0, nil))
+		batch = batch.WithCache(app.NewSnapshotCache(redis.NewRedisEpochs(base.Redis, base.Keys), cfg.SnapshotCacheTTL, 0, nil))
 	}
 	start := app.NewStartGroup(batch, app.DefaultStartSlots)
 	reader := postgres.NewRunReader(base.Pool)
@@ -181,7 +179,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, batch),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API: httpport.NewRouter(httpport.Handlers{Start: start, List: list, Runs: runs,
+		API: httpapi.NewRouter(httpapi.Handlers{Start: start, List: list, Runs: runs,
 			Events: app.NewRunEvents(reader, eng.hub), OrgStatuses: app.NewOrgStatuses(postgres.NewOrgStatusReader(base.Pool)),
 			Stream: cfg.Stream}, log),
 		OpenPrefixes: []string{},

@@ -9,7 +9,7 @@ import (
 
 	"svc.dev/libs/redisx"
 	"svc.dev/libs/testkit"
-	"svc.dev/services/run-orchestrator/internal/adapters/catalogepochs"
+	"svc.dev/services/run-orchestrator/internal/adapters/redis"
 	"svc.dev/services/run-orchestrator/internal/service"
 )
 
@@ -33,7 +33,7 @@ func TestSnapshotCacheWired(t *testing.T) {
 			`{"block_id":"check","type":"condition","params":{"expression":"input.n > 2"}}`,
 			`{"block_id":"big","type":"log","params":{"message":"big {{ steps.shape.output.msg }}"}}`,
 		}, edge("start", "shape"), edge("shape", "check"), `{"block_id":"check","target_block_id":"big","branch":"true"}`))
-		_, err := epochs.Bump(t.Context(), catalogepochs.Key(keys, b.org)) // as the editor does after its commit
+		_, err := epochs.Bump(t.Context(), redis.Key(keys, b.org)) // as the editor does after its commit
 		require.NoError(t, err)
 	}
 	write(1, "one")

@@ -1,5 +1,6 @@
-// Package postgres is the read side of runs and step attempts in the orchestrator schema. Every
+// The read side of runs and step attempts in the orchestrator schema. Every
 // write goes through the engine, under the run's row lock.
+
 package postgres
 
 import (

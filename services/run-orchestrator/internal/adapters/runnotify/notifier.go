@@ -58,7 +58,7 @@ func (n *Notifier) Notifying() bool { return n.remote.Load() }
 // not notified.
 func (n *Notifier) Remote(watched bool) { n.remote.Store(watched) }
 
-// Publish records the runs of one commit's changes (runstore.Publisher); it never blocks.
+// Publish records the runs of one commit's changes (engine.Publisher); it never blocks.
 func (n *Notifier) Publish(changes []run.Change) {
 	if len(changes) == 0 {
 		return

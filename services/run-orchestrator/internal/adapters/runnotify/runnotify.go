@@ -2,7 +2,7 @@
 // and fans it out to the event streams open on this replica.
 //
 // The Notifier takes the changes the run store publishes after each commit (it is a
-// runstore.Publisher) and sends one NOTIFY per few milliseconds for the runs that changed,
+// engine.Publisher) and sends one NOTIFY per few milliseconds for the runs that changed,
 // off the step's hot path: a step pays a map insert, not a round trip. It sends nothing while
 // no other replica has event streams open (each replica's heartbeat says whether it has, see
 // the replicas package): the streams of this replica are woken in process. The Listener holds one

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 import (
 	"cmp"
@@ -22,7 +22,7 @@ var errDuplicateKey = errors.New("idempotency key already used")
 // distinct. It returns, per run, the run that holds its key: runs[i].ID when it was stored, or
 // the run of a concurrent start that took the key first (that run is then not stored). Either
 // everything is stored or, on error, nothing.
-func (s *Store) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
+func (s *RunStore) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
 	if len(keys) != len(runs) {
 		return nil, fmt.Errorf("dispatch many: %d runs, %d keys", len(runs), len(keys))
 	}
@@ -58,7 +58,7 @@ func (s *Store) DispatchMany(ctx context.Context, runs []run.NewRun, keys []stri
 // in one round trip; River's insert of the jobs follows, then the COMMIT with the writes of
 // the runs that ended at their dispatch (eager.go), which get no job. ids[i] is set to the run
 // holding runs[i]'s key.
-func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, keyed []int, ids []string) (err error) {
+func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []string, keyed []int, ids []string) (err error) {
 	// Runs that end at their dispatch are run before the transaction begins (it holds the
 	// keys' locks meanwhile), and stored as they ended if they are stored at all.
 	ended := make([]*finished, len(runs))
@@ -207,7 +207,7 @@ func (s *Store) dispatch(ctx context.Context, runs []run.NewRun, keys []string, 
 
 // committed checks that the dispatch's COMMIT ended the transaction, then lets the runs ended
 // at their dispatch publish what they did.
-func (s *Store) committed(conn *pgx.Conn, written []*finished) error {
+func (s *RunStore) committed(conn *pgx.Conn, written []*finished) error {
 	if st := conn.PgConn().TxStatus(); st != 'I' {
 		return fmt.Errorf("the commit left the connection in transaction state %q", st)
 	}
@@ -279,7 +279,7 @@ func lostKeys(ctx context.Context, tx pgx.Tx, runs []run.NewRun, keys []string, 
 
 // RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired idempotency key names, or
 // "", in one query.
-func (s *Store) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error) {
+func (s *RunStore) RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error) {
 	out := make([]string, len(keys))
 	if len(keys) == 0 {
 		return out, nil

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 import (
 	"testing"

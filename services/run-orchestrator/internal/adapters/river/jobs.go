@@ -1,9 +1,9 @@
-// Package riverjobs is the engine's job queue on River: the one job kind (drive a run as far
+// Package river is the engine's job queue on River: the one job kind (drive a run as far
 // as it goes), the queue's writes in a run's own transaction (jobs that continue a run,
 // cancel, completion, Jobs) and the workers that hand each job's run to the engine (Queue).
 // River's tables live in the orchestrator schema beside the runs', so a job and the run's
 // writes commit together.
-package riverjobs
+package river
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 // Runs finished at their dispatch (engine.FinishAtDispatch): the dispatch transaction stores
 // such a run as it ended instead of queueing a job for it.
@@ -20,7 +20,7 @@ type AtDispatchFunc func(ctx context.Context, r *run.Run) (o run.Outcome, done f
 
 // RunAtDispatch makes the store finish at their dispatch the runs f runs to their end. Call
 // it before the first dispatch.
-func (s *Store) RunAtDispatch(f AtDispatchFunc) { s.atDispatch = f }
+func (s *RunStore) RunAtDispatch(f AtDispatchFunc) { s.atDispatch = f }
 
 // finished is a run ended in memory at its dispatch: its outcome is written in the
 // dispatch transaction.
@@ -39,7 +39,7 @@ const insertedRev = 1
 
 // runAtDispatch runs nr in memory as its first job would, its blocks inline. It returns the
 // run and the outcome when that ends the run with nothing left for a job, or nil.
-func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
+func (s *RunStore) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 	// A run of a concurrency group runs only once admitted, which its dispatch transaction
 	// decides: it never runs before it.
 	if s.atDispatch == nil || nr.Group != nil {
@@ -68,7 +68,7 @@ func (s *Store) runAtDispatch(ctx context.Context, nr run.NewRun) *finished {
 
 // queueFinished queues the writes of runs ended at their dispatch into b: the run's row was
 // inserted earlier in the same transaction, as it ended (f.inserted) or else queued.
-func (s *Store) queueFinished(b *pgx.Batch, fs []*finished) error {
+func (s *RunStore) queueFinished(b *pgx.Batch, fs []*finished) error {
 	for _, f := range fs {
 		rev, err := s.queueWrites(b, &Locked{run: f.run, status: run.StatusQueued, inserted: f.inserted}, &f.o)
 		if err != nil {

@@ -1,8 +1,9 @@
-// Package runstore is the engine's run repository on Postgres (engine.RunRepository): the
+// The engine's run repository on Postgres (engine.RunRepository, RunStore): the
 // transaction on a run that locks it, reads what changed, lets the engine decide, writes the
 // decisions and commits, then hands the run's changes to the event feed; dispatch (runs,
 // idempotency keys, first jobs); the sweep of dead replicas' runs.
-package runstore
+
+package postgres
 
 import (
 	"context"
@@ -27,8 +28,8 @@ import (
 // Schema is where the engine's tables and River's live.
 const Schema = "orchestrator"
 
-// Store is the engine's run repository on Postgres.
-type Store struct {
+// RunStore is the engine's run repository on Postgres.
+type RunStore struct {
 	pool    *pgxpool.Pool
 	jobs    engine.Jobs
 	events  engine.Publisher
@@ -41,12 +42,12 @@ type Store struct {
 	order publishOrder
 }
 
-// New builds the store. replica names this process in step_attempts.replica.
-func New(pool *pgxpool.Pool, jobs engine.Jobs, events engine.Publisher, timers engine.Timers, replica string, log *slog.Logger) *Store {
+// NewRunStore builds the store. replica names this process in step_attempts.replica.
+func NewRunStore(pool *pgxpool.Pool, jobs engine.Jobs, events engine.Publisher, timers engine.Timers, replica string, log *slog.Logger) *RunStore {
 	if pool == nil || jobs == nil || events == nil || timers == nil || log == nil {
-		panic("runstore: New needs every dependency")
+		panic("postgres: NewRunStore needs every dependency")
 	}
-	return &Store{pool: pool, jobs: jobs, events: events, timers: timers, replica: replica, log: log}
+	return &RunStore{pool: pool, jobs: jobs, events: events, timers: timers, replica: replica, log: log}
 }
 
 // jobWrites makes the queue's side of o in tx: jobs that continue the run, every job of the
@@ -55,7 +56,7 @@ func New(pool *pgxpool.Pool, jobs engine.Jobs, events engine.Publisher, timers e
 // statement fewer in the step's transaction. Until then the job is still running in River's
 // table, which fences nothing away (the run is done with it); should its replica die in
 // between, the sweep finalizes the job like any other of a dead replica.
-func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome) error {
+func (s *RunStore) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Outcome) error {
 	if o.NewJobs > 0 {
 		jobs := make([]engine.NewJob, o.NewJobs)
 		for i := range jobs {
@@ -74,13 +75,13 @@ func (s *Store) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.Out
 }
 
 // CompleteJob completes a job whose run is gone (runs cannot be deleted today).
-func (s *Store) CompleteJob(ctx context.Context, job *engine.Job) error {
+func (s *RunStore) CompleteJob(ctx context.Context, job *engine.Job) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.jobs.Complete(ctx, tx, job) })
 }
 
 // Update is the engine's transaction on run runID (engine.RunRepository). A job's run is read
 // through the job's cache, which keeps it between the job's transactions.
-func (s *Store) Update(ctx context.Context, runID string, job *engine.Job, fn engine.UpdateFunc) (run.Outcome, error) {
+func (s *RunStore) Update(ctx context.Context, runID string, job *engine.Job, fn engine.UpdateFunc) (run.Outcome, error) {
 	c := NewCache()
 	if job != nil {
 		if jc, ok := job.Cache.(*Cache); ok {
@@ -96,7 +97,7 @@ func (s *Store) Update(ctx context.Context, runID string, job *engine.Job, fn en
 
 // runTx is a locked run as the engine sees it (engine.RunTx).
 type runTx struct {
-	s  *Store
+	s  *RunStore
 	tx pgx.Tx
 	l  *Locked
 }
@@ -136,7 +137,7 @@ func (t runTx) BufferedSignal(ctx context.Context, name string) (*run.Signal, er
 
 // after is what follows a commit that carried o: the run's changes are published, the
 // timers of waits due soon armed.
-func (s *Store) after(runID string, o *run.Outcome) {
+func (s *RunStore) after(runID string, o *run.Outcome) {
 	for _, w := range o.Armed {
 		if !w.Wait.WakeAt.IsZero() {
 			s.timers.Arm(runID, w.Block, w.Wait.WakeAt)
@@ -158,7 +159,7 @@ type updateFunc func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, er
 // itself, go at once). It ignores ctx's cancellation: a result is recorded even when the run
 // was cancelled while its connector ran. A failed transaction empties c, whose run fn may
 // have changed in memory; the run gone is run.ErrNotFound.
-func (s *Store) update(ctx context.Context, runID string, job *engine.Job, c *Cache, fn updateFunc) (o run.Outcome, err error) {
+func (s *RunStore) update(ctx context.Context, runID string, job *engine.Job, c *Cache, fn updateFunc) (o run.Outcome, err error) {
 	ctx = context.WithoutCancel(ctx)
 	defer func() {
 		if err != nil {

@@ -1,4 +1,4 @@
-package http_test
+package httpapi_test
 
 import (
 	"testing"
@@ -7,7 +7,7 @@ import (
 
 	"svc.dev/libs/web"
 	"svc.dev/proto/openapi"
-	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
+	"svc.dev/services/run-orchestrator/internal/ports/httpapi"
 )
 
 // The router serves exactly the operations the OpenAPI document gives this service.
@@ -15,5 +15,5 @@ func TestRoutesMatchOpenAPI(t *testing.T) {
 	t.Parallel()
 	want, err := openapi.RoutesOf("run-orchestrator")
 	require.NoError(t, err)
-	require.ElementsMatch(t, want, web.Routes(httpport.NewRouter(httpport.Handlers{}, nil)))
+	require.ElementsMatch(t, want, web.Routes(httpapi.NewRouter(httpapi.Handlers{}, nil)))
 }

@@ -1,4 +1,4 @@
-package http
+package httpapi
 
 // Server-Sent Events: GET /api/runs/:runId/events (one run, exact resume by Last-Event-ID) and
 // GET /api/runs/events (one organization's runs' statuses, for lists; best effort).

@@ -1,9 +1,10 @@
-// Package timers ends waits on time: it arms an in-process timer for every wait due within a
+// Timers end waits on time: it arms an in-process timer for every wait due within a
 // few seconds (polling the waits table every second, and armed at once by the run store when
 // it commits a wait), and wakes the run when it fires. River's scheduler checks only every few
 // seconds, so waits due soon need timers of their own. Every replica arms
 // every due wait; the first to lock the run releases the wait, the others find it released.
-package timers
+
+package postgres
 
 import (
 	"context"
@@ -14,11 +15,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// horizon is how far ahead the poller arms in-process timers; pollEvery how often it looks.
+// timerHorizon is how far ahead the poller arms in-process timers; pollEvery how often it looks.
 // River's scheduler checks only every few seconds, so waits due soon need timers of their own.
 const (
-	horizon   = 3 * time.Second
-	pollEvery = time.Second
+	timerHorizon = 3 * time.Second
+	pollEvery    = time.Second
 )
 
 // WakeFunc ends the wait of (runID, blockID) when its time has come.
@@ -36,8 +37,8 @@ type Timers struct {
 	done   chan struct{}
 }
 
-// New builds the timers; nothing is armed before Start.
-func New(pool *pgxpool.Pool, log *slog.Logger) *Timers {
+// NewTimers builds the timers; nothing is armed before Start.
+func NewTimers(pool *pgxpool.Pool, log *slog.Logger) *Timers {
 	if pool == nil || log == nil {
 		panic("timers: New needs a pool and a logger")
 	}
@@ -81,11 +82,11 @@ func (t *Timers) Stop() {
 	}
 }
 
-// poll arms a timer for every wait due within the horizon (and every overdue one, after a
+// poll arms a timer for every wait due within the timerHorizon (and every overdue one, after a
 // restart).
 func (t *Timers) poll() {
 	rows, err := t.pool.Query(t.ctx, `SELECT run_id, block_id, wake_at FROM waits WHERE wake_at IS NOT NULL AND wake_at < now() + $1::interval`,
-		horizon.String())
+		timerHorizon.String())
 	if err != nil {
 		if t.ctx.Err() == nil {
 			t.log.Warn("poll waits", "err", err)
@@ -104,10 +105,10 @@ func (t *Timers) poll() {
 	}
 }
 
-// Arm sets the timer of one wait unless it is already set or beyond the horizon.
+// Arm sets the timer of one wait unless it is already set or beyond the timerHorizon.
 func (t *Timers) Arm(runID, blockID string, at time.Time) {
 	d := time.Until(at)
-	if d > horizon {
+	if d > timerHorizon {
 		return
 	}
 	key := [2]string{runID, blockID}

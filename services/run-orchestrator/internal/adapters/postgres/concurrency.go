@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 // Concurrency groups (README "Concurrency per workflow and key"): at most limit runs of one
 // (organization, workflow, key) are admitted and not terminal at once. A run is admitted (its
@@ -64,7 +64,7 @@ type admission struct {
 // order), queueing their first jobs. ending are runs of g that this transaction ends (their
 // rows may still say otherwise); fresh are runs this transaction inserted, whose admission
 // is not an event (they were never seen held).
-func (s *Store) admit(ctx context.Context, tx pgx.Tx, g group, ending []string, fresh map[string]bool) (admission, error) {
+func (s *RunStore) admit(ctx context.Context, tx pgx.Tx, g group, ending []string, fresh map[string]bool) (admission, error) {
 	var a admission
 	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, g.lockID()); err != nil {
 		return a, fmt.Errorf("lock concurrency group: %w", err)
@@ -173,7 +173,7 @@ func hold(ctx context.Context, tx pgx.Tx, g group, ids []string, inProgress int)
 // dispatchGroups admits, after a dispatch stored runs (held: not admitted, no job), what each
 // of their groups has room for (in lock id order), and logs why the rest wait. It returns
 // the changes to publish after the commit.
-func (s *Store) dispatchGroups(ctx context.Context, tx pgx.Tx, runs []run.NewRun, ids []string) ([]run.Change, error) {
+func (s *RunStore) dispatchGroups(ctx context.Context, tx pgx.Tx, runs []run.NewRun, ids []string) ([]run.Change, error) {
 	var gs []group
 	members := map[[3]string][]string{}
 	fresh := map[string]bool{}
@@ -226,7 +226,7 @@ func ends(o *run.Outcome) bool {
 // release admits, when o ends the locked run l and l held a slot of its group, the group's
 // next runs in the same transaction. It returns the changes to publish after the commit
 // (nil, with no statement, for a run without a limit).
-func (s *Store) release(ctx context.Context, tx pgx.Tx, l *Locked, o *run.Outcome) ([]run.Change, error) {
+func (s *RunStore) release(ctx context.Context, tx pgx.Tx, l *Locked, o *run.Outcome) ([]run.Change, error) {
 	if l.group == nil || !l.admitted || l.status.Terminal() || !ends(o) {
 		return nil, nil
 	}
@@ -269,7 +269,7 @@ func strandedGroups(ctx context.Context, tx pgx.Tx) ([]group, error) {
 // sweepGroups admits, in the sweep's transaction and in lock id order, what the groups of the
 // runs the sweep ended (ending: their ids by group) and the stranded groups have room for. It
 // returns the changes to publish after the commit.
-func (s *Store) sweepGroups(ctx context.Context, tx pgx.Tx, ending map[group][]string) ([]run.Change, error) {
+func (s *RunStore) sweepGroups(ctx context.Context, tx pgx.Tx, ending map[group][]string) ([]run.Change, error) {
 	gs, err := strandedGroups(ctx, tx)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,6 @@
 // Package http is the inbound HTTP port of run-orchestrator: its public routes under /api, their
 // DTOs and converters, and the table that maps domain errors to public codes.
-package http
+package httpapi
 
 import (
 	"log/slog"

@@ -1,4 +1,4 @@
-package http_test
+package httpapi_test
 
 import (
 	"context"
@@ -18,7 +18,7 @@ import (
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/app"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
-	httpport "svc.dev/services/run-orchestrator/internal/ports/http"
+	"svc.dev/services/run-orchestrator/internal/ports/httpapi"
 )
 
 // memReader is the read side over a slice of runs and attempts, scoped like the real one.
@@ -143,7 +143,7 @@ func TestTenancyOfReads(t *testing.T) {
 			reader.attempts[b.runA2] = append(reader.attempts[b.runA2], run.Attempt{ID: wire.NewID(wire.Attempt), BlockID: "b", Status: "succeeded", Seq: int64(i + 1)})
 		}
 		b.catalog = &memCatalog{workflows: map[string]string{b.wfA: b.orgA}}
-		router := httpport.NewRouter(httpport.Handlers{
+		router := httpapi.NewRouter(httpapi.Handlers{
 			List: app.NewListRunsHandler(reader, b.catalog),
 			Runs: app.NewRuns(reader, noEngine{}),
 		}, nil)

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 import (
 	"testing"
@@ -13,7 +13,7 @@ import (
 // a run held back that never held a slot, nor a step that does not end the run.
 func TestReleaseCostsNothingWithoutALimit(t *testing.T) {
 	t.Parallel()
-	s := &Store{}
+	s := &RunStore{}
 	ended := &run.Outcome{Changes: []run.Change{{Kind: run.ChangeStatus, Status: run.StatusCompleted}}}
 	step := &run.Outcome{Changes: []run.Change{{Kind: run.ChangeStatus, Status: run.StatusRunning}}}
 	g := &group{org: "org_a", workflow: "wf_a", key: "k", limit: 1}

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 // Reading a run under its lock: all of it the first time, then what others changed.
 

@@ -1,10 +1,10 @@
-// Package replicas is crash safety's liveness side: each orchestrator
+// Replicas are crash safety's liveness side: each orchestrator
 // process registers in the replicas table, refreshes its heartbeat and, on a timer, sweeps
 // the runs of replicas that stopped heartbeating.
 //
 // Every replica registers before River starts fetching and refreshes its heartbeat every
-// Config.Heartbeat; one whose heartbeat (database clock) is older than Config.DeadAfter, or
-// that has no row at all, is dead. Every replica runs the sweep every Config.SweepEvery (the
+// ReplicasConfig.Heartbeat; one whose heartbeat (database clock) is older than ReplicasConfig.DeadAfter, or
+// that has no row at all, is dead. Every replica runs the sweep every ReplicasConfig.SweepEvery (the
 // run store serializes sweeps with an advisory lock): it finds runs a dead replica holds (a
 // running attempt not parked in a wait, or a running job it fetched last) and, under the
 // run's row lock, records those attempts lost, finalizes the dead replica's job and queues a
@@ -18,7 +18,8 @@
 // anything. Every transaction a worker makes checks, under the run's row lock, that its job
 // is still running; the sweep finalizes that job under the same lock, so a zombie's result is
 // dropped and a live replica never runs the same attempt twice.
-package replicas
+
+package postgres
 
 import (
 	"context"
@@ -36,10 +37,10 @@ const (
 	DefaultDeadAfter = 5 * time.Second
 )
 
-// Config tunes liveness: Heartbeat is how often the replica refreshes its row (default 1 s),
+// ReplicasConfig tunes liveness: Heartbeat is how often the replica refreshes its row (default 1 s),
 // DeadAfter how old a heartbeat makes a replica dead (default 5 s), SweepEvery how often the
 // replica sweeps (default: Heartbeat).
-type Config struct {
+type ReplicasConfig struct {
 	Replica                          string
 	Heartbeat, DeadAfter, SweepEvery time.Duration
 }
@@ -59,7 +60,7 @@ type SweepFunc func(ctx context.Context, deadAfter time.Duration) (int, error)
 // Replicas keeps one replica's row alive and sweeps.
 type Replicas struct {
 	pool    *pgxpool.Pool
-	cfg     Config
+	cfg     ReplicasConfig
 	sweep   SweepFunc
 	streams Streams
 	log     *slog.Logger
@@ -69,9 +70,9 @@ type Replicas struct {
 	done   chan struct{}
 }
 
-// New fills cfg's defaults; sweep is the run store's, streams (nil: none are ever open here,
+// NewReplicas fills cfg's defaults; sweep is the engine's, streams (nil: none are ever open here,
 // and the others are told to nothing) what the heartbeat reports.
-func New(pool *pgxpool.Pool, cfg Config, sweep SweepFunc, streams Streams, log *slog.Logger) *Replicas {
+func NewReplicas(pool *pgxpool.Pool, cfg ReplicasConfig, sweep SweepFunc, streams Streams, log *slog.Logger) *Replicas {
 	if pool == nil || sweep == nil || log == nil {
 		panic("replicas: New needs a pool, a sweep and a logger")
 	}

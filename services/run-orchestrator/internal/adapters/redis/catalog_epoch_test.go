@@ -1,4 +1,4 @@
-package catalogepochs_test
+package redis_test
 
 import (
 	"testing"
@@ -8,7 +8,7 @@ import (
 
 	"svc.dev/libs/redisx"
 	"svc.dev/libs/testkit"
-	"svc.dev/services/run-orchestrator/internal/adapters/catalogepochs"
+	"svc.dev/services/run-orchestrator/internal/adapters/redis"
 )
 
 // Counters are read in one call; a missing one is seeded from the current time (never 0, never
@@ -16,10 +16,10 @@ import (
 func TestEpochs(t *testing.T) {
 	t.Parallel()
 	rdb, keys := testkit.NewRedis(t)
-	e := catalogepochs.New(rdb, keys)
+	e := redis.NewRedisEpochs(rdb, keys)
 	ctx := t.Context()
-	require.NoError(t, rdb.Set(ctx, catalogepochs.Key(keys, "org_a"), 41, 0).Err())
-	require.NoError(t, rdb.Set(ctx, catalogepochs.Key(keys, "org_bad"), "x", 0).Err())
+	require.NoError(t, rdb.Set(ctx, redis.Key(keys, "org_a"), 41, 0).Err())
+	require.NoError(t, rdb.Set(ctx, redis.Key(keys, "org_bad"), "x", 0).Err())
 
 	before := time.Now().UnixMicro()
 	got, err := e.Epochs(ctx, []string{"org_a", "org_new", "org_bad"})
@@ -33,7 +33,7 @@ func TestEpochs(t *testing.T) {
 	require.Equal(t, got[1], again[0], "the seed is kept: the next read sees the same epoch")
 
 	// The editor's increment moves it on.
-	require.NoError(t, rdb.Incr(ctx, catalogepochs.Key(keys, "org_new")).Err())
+	require.NoError(t, rdb.Incr(ctx, redis.Key(keys, "org_new")).Err())
 	moved, err := e.Epochs(ctx, []string{"org_new"})
 	require.NoError(t, err)
 	require.Equal(t, got[1]+1, moved[0])
@@ -45,7 +45,7 @@ func TestEpochsWithoutRedis(t *testing.T) {
 	rdb, err := redisx.Open("redis://127.0.0.1:1/0", nil, nil) // nothing listens on port 1
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = rdb.Close() })
-	e := catalogepochs.New(rdb, redisx.NewKeys("t:"))
+	e := redis.NewRedisEpochs(rdb, redisx.NewKeys("t:"))
 	_, err = e.Epochs(t.Context(), []string{"org_a"})
 	require.Error(t, err)
 }

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 import (
 	"context"
@@ -19,7 +19,7 @@ const forgetReplicasAfter = time.Hour
 // Sweep recovers the runs that replicas without a heartbeat for deadAfter hold, each as decide
 // says, and returns how many attempts it marked lost. Every replica calls it every SweepEvery;
 // only one sweeps at a time (the others skip the round).
-func (s *Store) Sweep(ctx context.Context, deadAfter time.Duration, decide engine.LostFunc) (int, error) {
+func (s *RunStore) Sweep(ctx context.Context, deadAfter time.Duration, decide engine.LostFunc) (int, error) {
 	lost := 0
 	var (
 		done     []sweptRun
@@ -101,7 +101,7 @@ type sweptRun struct {
 // their blocks pending, their jobs finalized, and a fresh job continues the run. When that
 // ends the run and the run held a slot of its concurrency group, the group is returned (its
 // next runs are admitted by the caller).
-func (s *Store) recover(ctx context.Context, tx pgx.Tx, runID string, live []string, decide engine.LostFunc) (int, run.Outcome, *group, error) {
+func (s *RunStore) recover(ctx context.Context, tx pgx.Tx, runID string, live []string, decide engine.LostFunc) (int, run.Outcome, *group, error) {
 	n, o, l, err := s.recoverRun(ctx, tx, runID, live, decide)
 	if err != nil || l == nil || l.group == nil || !l.admitted || l.status.Terminal() || !ends(&o) {
 		return n, o, nil, err
@@ -110,7 +110,7 @@ func (s *Store) recover(ctx context.Context, tx pgx.Tx, runID string, live []str
 }
 
 // recoverRun is recover's work; l is the run as locked (nil when it was not).
-func (s *Store) recoverRun(ctx context.Context, tx pgx.Tx, runID string, live []string, decide engine.LostFunc) (int, run.Outcome, *Locked, error) {
+func (s *RunStore) recoverRun(ctx context.Context, tx pgx.Tx, runID string, live []string, decide engine.LostFunc) (int, run.Outcome, *Locked, error) {
 	var none run.Outcome
 	// A run locked by a live worker right now is looked at again in the next round.
 	var skip string
@@ -176,7 +176,7 @@ func (s *Store) recoverRun(ctx context.Context, tx pgx.Tx, runID string, live []
 }
 
 // writeNow makes o's writes in tx at once (a transaction that is not a job's: the sweeper's).
-func (s *Store) writeNow(ctx context.Context, tx pgx.Tx, l *Locked, o *run.Outcome) error {
+func (s *RunStore) writeNow(ctx context.Context, tx pgx.Tx, l *Locked, o *run.Outcome) error {
 	b := &pgx.Batch{}
 	if _, err := s.queueWrites(b, l, o); err != nil {
 		return err

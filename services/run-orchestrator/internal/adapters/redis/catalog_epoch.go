@@ -1,8 +1,7 @@
-// Package catalogepochs reads the editor's catalog epochs from Redis: per organization, a
-// counter workflow-editor moves forward after every write to the organization's workflows
-// (its internal/adapters/catalogepoch), which tells the snapshot cache whether an entry may
-// still be used.
-package catalogepochs
+// Package redis is run-orchestrator's Redis adapter: it reads the editor's catalog epochs, per
+// organization a counter workflow-editor moves forward after every write to the
+// organization's workflows, which tells the snapshot cache whether an entry may still be used.
+package redis
 
 import (
 	"context"
@@ -26,8 +25,8 @@ type RedisEpochs struct {
 	keys   redisx.Keys
 }
 
-// New returns the reader over rdb under keys.
-func New(rdb redis.UniversalClient, keys redisx.Keys) *RedisEpochs {
+// NewRedisEpochs returns the reader over rdb under keys.
+func NewRedisEpochs(rdb redis.UniversalClient, keys redisx.Keys) *RedisEpochs {
 	return &RedisEpochs{epochs: redisx.NewEpochs(rdb), keys: keys}
 }
 

@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 import (
 	"context"
@@ -24,7 +24,7 @@ const brokenCode = "run_unreadable"
 
 // FailJob fails the run of job with cause and completes the job, unless the job no longer
 // holds the run (another replica's sweeper took it over) or the run has already ended.
-func (s *Store) FailJob(ctx context.Context, job *engine.Job, cause error) error {
+func (s *RunStore) FailJob(ctx context.Context, job *engine.Job, cause error) error {
 	_, err := s.update(ctx, job.RunID, job, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		o, err := s.failBroken(ctx, tx, l, cause, run.StatusFailed)
 		o.CompleteJob = true
@@ -40,7 +40,7 @@ func (s *Store) FailJob(ctx context.Context, job *engine.Job, cause error) error
 // run): attempts still running end, one more failed attempt (on the trigger block, where the
 // run starts) carries the reason, and the run ends failed with it, or cancelled when a cancel
 // is what ends it. A terminal run is left as it is. The outcome holds the changes to publish.
-func (s *Store) failBroken(ctx context.Context, tx pgx.Tx, l *Locked, cause error, status run.Status) (run.Outcome, error) {
+func (s *RunStore) failBroken(ctx context.Context, tx pgx.Tx, l *Locked, cause error, status run.Status) (run.Outcome, error) {
 	var o run.Outcome
 	if l.status.Terminal() {
 		return o, nil

@@ -1,4 +1,4 @@
-package riverjobs
+package river
 
 import (
 	"context"

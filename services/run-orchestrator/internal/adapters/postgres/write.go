@@ -1,4 +1,4 @@
-package runstore
+package postgres
 
 // The writes an outcome makes, queued into the batch that carries the COMMIT.
 
@@ -15,7 +15,7 @@ import (
 // queueWrites queues the writes of outcome o on the locked run l into b: attempts begun and
 // ended, the blocks that changed, waits, a consumed signal and the run's row. It returns the
 // run's new state revision (l.rev when nothing changed).
-func (s *Store) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, error) {
+func (s *RunStore) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, error) {
 	r := l.run
 	retryAt := func(block string) *time.Time {
 		// A failed attempt that will be retried keeps the retry's time (the event stream's
