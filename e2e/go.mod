@@ -11,6 +11,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.12
+	svc.dev/clients v0.0.0
 	svc.dev/libs v0.0.0
 )
 
@@ -65,3 +66,5 @@ require (
 )
 
 replace svc.dev/libs => ../libs
+
+replace svc.dev/clients => ../clients

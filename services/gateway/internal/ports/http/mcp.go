@@ -15,10 +15,10 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
+	"svc.dev/clients/mcptools"
 	"svc.dev/libs/buildinfo"
 	"svc.dev/libs/errs"
-	"svc.dev/libs/mcptools"
 	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
 )
