@@ -63,8 +63,11 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261005182115-fad411399dd8 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261005182115-fad411399dd8 // indirect
 	google.golang.org/grpc v1.84.0 // indirect
+	svc.dev/proto v0.0.0 // indirect
 )
 
 replace svc.dev/libs => ../libs
 
 replace svc.dev/clients => ../clients
+
+replace svc.dev/proto => ../proto

@@ -45,6 +45,7 @@ require (
 	gotest.tools/gotestsum v1.13.0 // indirect
 	svc.dev/clients v0.0.0
 	svc.dev/libs v0.0.0
+	svc.dev/proto v0.0.0 // indirect
 )
 
 tool gotest.tools/gotestsum
@@ -52,3 +53,5 @@ tool gotest.tools/gotestsum
 replace svc.dev/libs => ../libs
 
 replace svc.dev/clients => ../clients
+
+replace svc.dev/proto => ../proto

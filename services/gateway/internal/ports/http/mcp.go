@@ -18,9 +18,9 @@ import (
 	api "svc.dev/clients/apiclient"
 	"svc.dev/clients/mcptools"
 	"svc.dev/libs/buildinfo"
-	"svc.dev/libs/errs"
 	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 )
 
 // mcpPath is where the gateway serves the MCP tools over streamable HTTP (ARCHITECTURE §9).
