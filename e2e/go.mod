@@ -11,6 +11,7 @@ require (
 	go.yaml.in/yaml/v3 v3.0.5
 	golang.org/x/sys v0.49.0
 	google.golang.org/protobuf v1.36.12
+	svc.dev/clients v0.0.0
 	svc.dev/libs v0.0.0
 )
 
@@ -62,6 +63,11 @@ require (
 	google.golang.org/genproto/googleapis/api v0.0.0-20261005182115-fad411399dd8 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261005182115-fad411399dd8 // indirect
 	google.golang.org/grpc v1.84.0 // indirect
+	svc.dev/proto v0.0.0 // indirect
 )
 
 replace svc.dev/libs => ../libs
+
+replace svc.dev/clients => ../clients
+
+replace svc.dev/proto => ../proto

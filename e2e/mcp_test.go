@@ -17,9 +17,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"svc.dev/clients/apiclient"
+	"svc.dev/clients/mcptools"
 	"svc.dev/e2e/harness"
-	"svc.dev/libs/apiclient"
-	"svc.dev/libs/mcptools"
 )
 
 // TestMCP drives the MCP tools as an agent would, through both transports: `svc mcp` as a
@@ -629,7 +629,7 @@ var mcpOutputs = map[string]struct { //nolint:gochecknoglobals // test table
 }
 
 // TestMCPOutputSchemasMatchTheAPI holds the tools' output schemas (built from Go types in
-// libs/apiclient and libs/mcptools) to the OpenAPI document the route tests hold the routers
+// clients/apiclient and clients/mcptools) to the OpenAPI document the route tests hold the routers
 // to, proto/openapi/svc.yaml: every member a tool's output declares is a member of the API
 // schema it comes from (or one of the tool's own, listed in mcpOutputs), with a JSON type the
 // API's allows, at every depth where the API lists members. It starts no system.

@@ -43,9 +43,15 @@ require (
 	golang.org/x/text v0.43.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	gotest.tools/gotestsum v1.13.0 // indirect
+	svc.dev/clients v0.0.0
 	svc.dev/libs v0.0.0
+	svc.dev/proto v0.0.0 // indirect
 )
 
 tool gotest.tools/gotestsum
 
 replace svc.dev/libs => ../libs
+
+replace svc.dev/clients => ../clients
+
+replace svc.dev/proto => ../proto

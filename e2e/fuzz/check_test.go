@@ -11,7 +11,7 @@ import (
 )
 
 // serviceCodes is the one table of the service error codes a client may see (contract §0-§5,
-// libs/errs) with the status each one has. 5xx codes are left out on purpose: no request of
+// proto/errs) with the status each one has. 5xx codes are left out on purpose: no request of
 // this test may be answered with one.
 var serviceCodes = map[string]int{ //nolint:gochecknoglobals // the test's error table
 	"unauthorized":           401,

@@ -22,9 +22,9 @@ import (
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/telemetry"
+	"svc.dev/proto/errs"
 )
 
 // Config describes one peer.

@@ -11,10 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/httpclient"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/telemetry"
+	"svc.dev/proto/errs"
 )
 
 func TestClient(t *testing.T) {

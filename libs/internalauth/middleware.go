@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"svc.dev/libs/errs"
+	"svc.dev/proto/errs"
 )
 
 // Require lets a request through only with a valid signed identity, which handlers then read

@@ -9,8 +9,8 @@ import (
 	"net/http"
 	"strings"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 )
 
 // Decode reads one JSON value from the body into v. Unknown members are refused, so that a

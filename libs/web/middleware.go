@@ -11,8 +11,8 @@ import (
 	"github.com/gorilla/mux"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/telemetry"
+	"svc.dev/proto/errs"
 )
 
 // MaxBodyBytes is the largest request body any public route accepts (contract §0).

@@ -8,7 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"svc.dev/libs/errs"
+	"svc.dev/proto/errs"
 )
 
 // WriteJSON writes v as the JSON body with status.

@@ -5,8 +5,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/telemetry"
+	"svc.dev/proto/errs"
 )
 
 // NewRouter returns a router whose misses answer in JSON: 404 not_found for an unknown path

@@ -11,6 +11,7 @@ require (
 	go.opentelemetry.io/otel/sdk v1.47.0
 	go.opentelemetry.io/otel/trace v1.47.0
 	google.golang.org/protobuf v1.36.12
+	svc.dev/clients v0.0.0
 	svc.dev/libs v0.0.0
 	svc.dev/proto v0.0.0
 )
@@ -75,3 +76,5 @@ require (
 replace svc.dev/libs => ../../libs
 
 replace svc.dev/proto => ../../proto
+
+replace svc.dev/clients => ../../clients

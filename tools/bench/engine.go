@@ -7,13 +7,14 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/url"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"svc.dev/clients/apiclient"
 )
 
 // The engine scenarios of issue 5 beyond run-start and chain-40: the highest start rate, the
@@ -64,17 +65,10 @@ func stamp(s *string) (time.Time, bool) {
 	return t, err == nil
 }
 
-// newPooledAPI is an api for scenarios that call concurrently: the default transport keeps
-// only two idle connections per host, and a scenario with 16 callers would open and close
-// connections all the time, measuring TCP set-up rather than the system.
-func newPooledAPI(base string, header http.Header, conns int) *api {
-	return &api{client: newHTTPClient(conns), base: base, header: header}
-}
-
 // startRun dispatches a run of workflow id and returns its runId.
-func startRun(ctx context.Context, a *api, id string) (string, error) {
-	var st startAnswer
-	if err := a.call(ctx, http.MethodPost, "/api/workflows/"+id+"/run", map[string]any{}, http.StatusAccepted, &st); err != nil {
+func startRun(ctx context.Context, a *apiclient.Client, id string) (string, error) {
+	st, err := into[startAnswer](a.StartRun(ctx, "", id, apiclient.StartRunRequest{}))
+	if err != nil {
 		return "", err
 	}
 	if st.RunID == "" {
@@ -84,15 +78,13 @@ func startRun(ctx context.Context, a *api, id string) (string, error) {
 }
 
 // getRun reads one run.
-func getRun(ctx context.Context, a *api, runID string) (engineRun, error) {
-	var r engineRun
-	err := a.call(ctx, http.MethodGet, "/api/runs/"+runID, nil, http.StatusOK, &r)
-	return r, err
+func getRun(ctx context.Context, a *apiclient.Client, runID string) (engineRun, error) {
+	return into[engineRun](a.GetRun(ctx, "", runID, false))
 }
 
 // pollRun reads the run every poll until done says so, the run is terminal, or limit passes
 // (an error). It returns the last state read.
-func pollRun(ctx context.Context, a *api, runID string, poll, limit time.Duration, done func(engineRun) bool) (engineRun, error) {
+func pollRun(ctx context.Context, a *apiclient.Client, runID string, poll, limit time.Duration, done func(engineRun) bool) (engineRun, error) {
 	t0 := time.Now()
 	for {
 		r, err := getRun(ctx, a, runID)
@@ -122,43 +114,35 @@ func completedOrErr(r engineRun) error {
 }
 
 // runLogs reads every attempt of a run, page by page (1,000 per page, the most the API gives).
-func runLogs(ctx context.Context, a *api, runID string) ([]attemptView, error) {
+func runLogs(ctx context.Context, a *apiclient.Client, runID string) ([]attemptView, error) {
 	var all []attemptView
 	cursor := ""
 	for {
-		path := "/api/runs/" + runID + "/logs?limit=1000"
-		if cursor != "" {
-			path += "&after=" + url.QueryEscape(cursor)
-		}
-		var page struct {
-			Items      []attemptView `json:"items"`
-			NextCursor string        `json:"nextCursor"`
-		}
-		if err := a.call(ctx, http.MethodGet, path, nil, http.StatusOK, &page); err != nil {
+		page, err := a.Logs(ctx, "", runID, cursor, 1000)
+		if err != nil {
 			return nil, err
 		}
-		all = append(all, page.Items...)
-		if len(page.Items) < 1000 || page.NextCursor == "" {
+		for _, raw := range page.Items {
+			item, err := apiclient.Decode[attemptView](raw)
+			if err != nil {
+				return nil, err
+			}
+			all = append(all, item)
+		}
+		if len(page.Items) < 1000 || page.NextCursor == nil || *page.NextCursor == "" {
 			return all, nil
 		}
-		cursor = page.NextCursor
+		cursor = *page.NextCursor
 	}
 }
 
 // countRuns counts the runs of workflow wf in status, up to at most max (it stops paging there).
-func countRuns(ctx context.Context, a *api, wf, status string, max int) (int, error) {
+func countRuns(ctx context.Context, a *apiclient.Client, wf, status string, max int) (int, error) {
 	n := 0
 	cursor := ""
 	for n < max {
-		q := url.Values{"workflowId": {wf}, "status": {status}, "limit": {strconv.Itoa(min(500, max-n))}}
-		if cursor != "" {
-			q.Set("after", cursor)
-		}
-		var page struct {
-			Items      []json.RawMessage `json:"items"`
-			NextCursor *string           `json:"nextCursor"`
-		}
-		if err := a.call(ctx, http.MethodGet, "/api/runs?"+q.Encode(), nil, http.StatusOK, &page); err != nil {
+		page, err := a.ListRunsPage(ctx, "", wf, status, cursor, min(500, max-n))
+		if err != nil {
 			return n, err
 		}
 		n += len(page.Items)
@@ -171,7 +155,7 @@ func countRuns(ctx context.Context, a *api, wf, status string, max int) (int, er
 }
 
 // countStatuses counts the runs of wf in any of statuses, up to max for each.
-func countStatuses(ctx context.Context, a *api, wf string, max int, statuses ...string) (int, error) {
+func countStatuses(ctx context.Context, a *apiclient.Client, wf string, max int, statuses ...string) (int, error) {
 	total := 0
 	for _, s := range statuses {
 		n, err := countRuns(ctx, a, wf, s, max)
@@ -185,7 +169,7 @@ func countStatuses(ctx context.Context, a *api, wf string, max int, statuses ...
 
 // settle waits until workflow wf has no queued, running or waiting run, so the next phase or scenario
 // does not measure this one's backlog. It gives up after limit.
-func settle(ctx context.Context, a *api, wf string, limit time.Duration) error {
+func settle(ctx context.Context, a *apiclient.Client, wf string, limit time.Duration) error {
 	t0 := time.Now()
 	for {
 		n, err := countStatuses(ctx, a, wf, 500, "queued", "running", "waiting")
@@ -209,17 +193,15 @@ func settle(ctx context.Context, a *api, wf string, limit time.Duration) error {
 // buildWorkflow creates a workflow and applies ops in batches of at most maxOpsPerRequest;
 // only the last batch must leave it valid (a chain is unreachable until its last edges). The
 // caller deletes it, also when an error is returned with an id.
-func buildWorkflow(ctx context.Context, keyed *api, name string, ops []map[string]any) (string, error) {
-	var wf struct {
-		ID string `json:"id"`
-	}
-	if err := keyed.call(ctx, http.MethodPost, "/api/workflows", map[string]string{"name": name}, http.StatusCreated, &wf); err != nil {
+func buildWorkflow(ctx context.Context, keyed *apiclient.Client, name string, ops []map[string]any) (string, error) {
+	wf, err := createWorkflow(ctx, keyed, apiclient.CreateWorkflowRequest{Name: name})
+	if err != nil {
 		return "", err
 	}
 	for start := 0; start < len(ops); start += maxOpsPerRequest {
 		chunk := ops[start:min(start+maxOpsPerRequest, len(ops))]
-		var out patchAnswer
-		if err := keyed.call(ctx, http.MethodPost, "/api/workflows/"+wf.ID+"/operations", map[string]any{"ops": chunk}, http.StatusOK, &out); err != nil {
+		out, err := applyOps(ctx, keyed, wf.ID, chunk)
+		if err != nil {
 			return wf.ID, err
 		}
 		if err := out.applied(len(chunk), 0, start+len(chunk) < len(ops)); err != nil {
@@ -248,13 +230,20 @@ func linearOps(blocks ...map[string]any) []map[string]any {
 
 // setupScenario signs a scenario's account up and builds its workflow from ops; cleanup
 // deletes the workflow (call it deferred, also after an error).
-func setupScenario(ctx context.Context, env Env, name string, ops []map[string]any, conns int) (keyed *api, acct account, wf string, cleanup func(), err error) {
+//
+// The client keeps conns idle connections (the generator's pooled client): a scenario with 16
+// callers would otherwise open and close connections all the time, measuring TCP set-up
+// rather than the system.
+func setupScenario(ctx context.Context, env Env, name string, ops []map[string]any, conns int) (keyed *apiclient.Client, acct account, wf string, cleanup func(), err error) {
 	cleanup = func() {}
 	acct, err = signUp(ctx, env, name)
 	if err != nil {
 		return nil, acct, "", cleanup, fmt.Errorf("setup: %w", err)
 	}
-	keyed = newPooledAPI(env.GatewayURL, acct.keyHeader(), conns)
+	keyed, err = keyedClient(env, acct, newHTTPClient(conns))
+	if err != nil {
+		return nil, acct, "", cleanup, fmt.Errorf("setup: %w", err)
+	}
 	began := time.Now()
 	wf, err = buildWorkflow(ctx, keyed, "bench-"+name, ops)
 	if wf != "" {
@@ -420,7 +409,7 @@ type chainCase struct {
 // runSequential dispatches c.warmup + c.runs runs of wf one after another, polling each every
 // chainPoll until completed, and returns chain-40's two rows: client-observed and the API's
 // createdAt → finishedAt.
-func runSequential(ctx context.Context, env Env, keyed *api, wf string, c chainCase) ([]Result, error) {
+func runSequential(ctx context.Context, env Env, keyed *apiclient.Client, wf string, c chainCase) ([]Result, error) {
 	env.Log("  %d runs one at a time (+%d warm-up), polling GET /api/runs/:id every %s", c.runs, c.warmup, chainPoll)
 	var client, server []time.Duration
 	failures, apiMissing := 0, 0

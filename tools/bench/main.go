@@ -189,7 +189,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 	var secret string
 	if cfg.noSystem {
 		secret = os.Getenv("SVC_INTERNAL_SECRET")
-		if err := probeOK(ctx, http.DefaultClient, cfg.gatewayURL+"/health"); err != nil {
+		if err := probeOK(ctx, &http.Client{Timeout: 2 * time.Second}, cfg.gatewayURL+"/health", nil); err != nil {
 			return fmt.Errorf("-no-system: %s/health: %w", cfg.gatewayURL, err)
 		}
 	} else {

@@ -9,6 +9,8 @@ import (
 	"net/http"
 	"net/url"
 	"time"
+
+	"svc.dev/clients/apiclient"
 )
 
 // patch100Ops measures a 100-op batch through the gateway (issue 4: p99 ≤ 20 ms). The batch is
@@ -56,7 +58,10 @@ func (p patch100Ops) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	keyed := newAPI(env.GatewayURL, acct.keyHeader())
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
 	body, err := json.Marshal(map[string]any{"ops": batch100()})
 	if err != nil {
 		return nil, err
@@ -77,10 +82,8 @@ func (p patch100Ops) Run(ctx context.Context, env Env) ([]Result, error) {
 	defer deleteWorkflows(context.WithoutCancel(ctx), env, keyed, ids)
 	began := time.Now()
 	err = forEach(ctx, n, setupWorkers, func(ctx context.Context, i int) error {
-		var wf struct {
-			ID string `json:"id"`
-		}
-		if err := keyed.call(ctx, http.MethodPost, "/api/workflows", map[string]string{"name": fmt.Sprintf("bench-100-ops-%05d", i)}, http.StatusCreated, &wf); err != nil {
+		wf, err := createWorkflow(ctx, keyed, apiclient.CreateWorkflowRequest{Name: fmt.Sprintf("bench-100-ops-%05d", i)})
+		if err != nil {
 			return err
 		}
 		ids[i] = wf.ID
@@ -150,11 +153,12 @@ func (p patch1000Blocks) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	keyed := newAPI(env.GatewayURL, acct.keyHeader())
-	var wf struct {
-		ID string `json:"id"`
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
 	}
-	if err := keyed.call(ctx, http.MethodPost, "/api/workflows", map[string]string{"name": "bench-1000-blocks"}, http.StatusCreated, &wf); err != nil {
+	wf, err := createWorkflow(ctx, keyed, apiclient.CreateWorkflowRequest{Name: "bench-1000-blocks"})
+	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	defer deleteWorkflows(context.WithoutCancel(ctx), env, keyed, []string{wf.ID})
@@ -163,8 +167,8 @@ func (p patch1000Blocks) Run(ctx context.Context, env Env) ([]Result, error) {
 	began := time.Now()
 	for start := 0; start < len(ops); start += maxOpsPerRequest {
 		chunk := ops[start:min(start+maxOpsPerRequest, len(ops))]
-		var out patchAnswer
-		if err := keyed.call(ctx, http.MethodPost, opsPath, map[string]any{"ops": chunk}, http.StatusOK, &out); err != nil {
+		out, err := applyOps(ctx, keyed, wf.ID, chunk)
+		if err != nil {
 			return nil, fmt.Errorf("setup: %w", err)
 		}
 		if err := out.applied(len(chunk), 0, start+len(chunk) < len(ops)); err != nil {
@@ -246,12 +250,12 @@ func setBody(req *http.Request, b []byte) {
 // deleteWorkflows removes what a scenario created, so runs do not pile workflows up in the
 // database; ids left empty (never created) are passed over. A failure is logged, not
 // returned: it takes nothing from what was measured.
-func deleteWorkflows(ctx context.Context, env Env, keyed *api, ids []string) {
+func deleteWorkflows(ctx context.Context, env Env, keyed *apiclient.Client, ids []string) {
 	err := forEach(ctx, len(ids), setupWorkers, func(ctx context.Context, i int) error {
 		if ids[i] == "" {
 			return nil
 		}
-		return keyed.call(ctx, http.MethodDelete, "/api/workflows/"+ids[i], nil, http.StatusNoContent, nil)
+		return keyed.DeleteWorkflow(ctx, "", ids[i])
 	})
 	if err != nil {
 		env.Log("  cleanup: %v", err)

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"svc.dev/clients/apiclient"
 )
 
 // runStart measures starting a run through the gateway (issue 5: POST /run p99 ≤ 15 ms at 200
@@ -49,18 +51,16 @@ func chainOps(n int) []map[string]any {
 
 // buildChain creates a workflow and builds the n-block chain of chainOps in it; the caller
 // deletes it.
-func buildChain(ctx context.Context, keyed *api, name string, n int) (string, error) {
-	var wf struct {
-		ID string `json:"id"`
-	}
-	if err := keyed.call(ctx, http.MethodPost, "/api/workflows", map[string]string{"name": name}, http.StatusCreated, &wf); err != nil {
+func buildChain(ctx context.Context, keyed *apiclient.Client, name string, n int) (string, error) {
+	wf, err := createWorkflow(ctx, keyed, apiclient.CreateWorkflowRequest{Name: name})
+	if err != nil {
 		return "", err
 	}
 	ops := chainOps(n)
 	for start := 0; start < len(ops); start += maxOpsPerRequest {
 		chunk := ops[start:min(start+maxOpsPerRequest, len(ops))]
-		var out patchAnswer
-		if err := keyed.call(ctx, http.MethodPost, "/api/workflows/"+wf.ID+"/operations", map[string]any{"ops": chunk}, http.StatusOK, &out); err != nil {
+		out, err := applyOps(ctx, keyed, wf.ID, chunk)
+		if err != nil {
 			return wf.ID, err
 		}
 		if err := out.applied(len(chunk), 0, false); err != nil {
@@ -92,7 +92,10 @@ func (s runStart) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	keyed := newAPI(env.GatewayURL, acct.keyHeader())
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
 	id, err := buildChain(ctx, keyed, "bench-run-start", 2)
 	if id != "" {
 		defer deleteWorkflows(context.WithoutCancel(ctx), env, keyed, []string{id})
@@ -102,8 +105,7 @@ func (s runStart) Run(ctx context.Context, env Env) ([]Result, error) {
 	}
 	path := "/api/workflows/" + id + "/run"
 	// One run before any load, so a refusal says why at once.
-	var probe startAnswer
-	if err := keyed.call(ctx, http.MethodPost, path, map[string]any{}, http.StatusAccepted, &probe); err != nil {
+	if _, err := startRun(ctx, keyed, id); err != nil {
 		return nil, fmt.Errorf("setup: probe run: %w", err)
 	}
 	t := Target{
@@ -186,7 +188,10 @@ func (c chain40) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	keyed := newAPI(env.GatewayURL, acct.keyHeader())
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
 	began := time.Now()
 	id, err := buildChain(ctx, keyed, "bench-chain-40", chainBlocks)
 	if id != "" {
@@ -203,18 +208,18 @@ func (c chain40) Run(ctx context.Context, env Env) ([]Result, error) {
 // completed: it returns the client-observed time from before the POST to the answer that said
 // completed, and the run as that answer had it. A run that fails, is cancelled or takes longer
 // than chainRunLimit is an error.
-func dispatchAndWait(ctx context.Context, keyed *api, id string) (time.Duration, runView, error) {
+func dispatchAndWait(ctx context.Context, keyed *apiclient.Client, id string) (time.Duration, runView, error) {
 	t0 := time.Now()
-	var st startAnswer
-	if err := keyed.call(ctx, http.MethodPost, "/api/workflows/"+id+"/run", map[string]any{}, http.StatusAccepted, &st); err != nil {
+	st, err := into[startAnswer](keyed.StartRun(ctx, "", id, apiclient.StartRunRequest{}))
+	if err != nil {
 		return 0, runView{}, err
 	}
 	if st.RunID == "" {
 		return 0, runView{}, errors.New("202 without a runId")
 	}
 	for {
-		var run runView
-		if err := keyed.call(ctx, http.MethodGet, "/api/runs/"+st.RunID, nil, http.StatusOK, &run); err != nil {
+		run, err := into[runView](keyed.GetRun(ctx, "", st.RunID, false))
+		if err != nil {
 			return 0, runView{}, err
 		}
 		switch run.Status {

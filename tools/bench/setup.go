@@ -1,73 +1,78 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
 
+	"svc.dev/clients/apiclient"
 	"svc.dev/libs/internalauth"
 )
 
-// api makes the setup calls of a scenario, the ones that are not measured: one request at a
-// time through its own client, each answer checked and decoded.
-type api struct {
-	client *http.Client
-	base   string
-	header http.Header // sent with every request (credentials, Origin)
+// setupTimeout bounds each request of a scenario's own client.
+const setupTimeout = 30 * time.Second
+
+// newClient is bench's client of the public API through the gateway, for a scenario's setup
+// calls and the requests it times one at a time: apiclient over hc (nil: a client of its own
+// with setupTimeout), sending env's Origin, which identity trusts, and API keys in x-api-key,
+// as the generator's requests do. An answer outside 2xx is an *apiclient.Error.
+func newClient(env Env, hc *http.Client) (*apiclient.Client, error) {
+	if hc == nil {
+		hc = &http.Client{Timeout: setupTimeout}
+	}
+	c, err := apiclient.NewClient(env.GatewayURL, hc, "")
+	if err != nil {
+		return nil, err
+	}
+	if env.Origin != "" {
+		c = c.WithOrigin(env.Origin)
+	}
+	return c.WithAPIKeyHeader(), nil
 }
 
-func newAPI(base string, header http.Header) *api {
-	return &api{client: &http.Client{Timeout: 30 * time.Second}, base: base, header: header}
+// keyedClient is newClient acting with acct's API key: its domain calls are made with an
+// empty key.
+func keyedClient(env Env, acct account, hc *http.Client) (*apiclient.Client, error) {
+	c, err := newClient(env, hc)
+	if err != nil {
+		return nil, err
+	}
+	return c.WithAuth(apiclient.Auth{APIKey: acct.key}), nil
 }
 
-// call sends method path with body as JSON (none when nil), fails unless the answer has status
-// want, and decodes it into out (when not nil).
-func (a *api) call(ctx context.Context, method, path string, body any, want int, out any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, a.base+path, rd)
+// into decodes an answer of the API into a T, or passes the call's error on.
+func into[T any](raw json.RawMessage, err error) (T, error) {
 	if err != nil {
-		return err
+		var zero T
+		return zero, err
 	}
-	for k, vs := range a.header {
-		req.Header[k] = vs
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := a.client.Do(req)
+	return apiclient.Decode[T](raw)
+}
+
+// newWorkflow is the part of a workflow's creation bench reads.
+type newWorkflow struct {
+	ID string `json:"id"`
+}
+
+// createWorkflow creates a workflow.
+func createWorkflow(ctx context.Context, keyed *apiclient.Client, req apiclient.CreateWorkflowRequest) (newWorkflow, error) {
+	return into[newWorkflow](keyed.CreateWorkflow(ctx, "", req))
+}
+
+// applyOps sends one batch of operations to workflow id (no If-Match).
+func applyOps(ctx context.Context, keyed *apiclient.Client, id string, ops []map[string]any) (patchAnswer, error) {
+	raw, err := json.Marshal(ops)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return patchAnswer{}, err
 	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: status %d, want %d: %s", method, path, resp.StatusCode, want, clip(string(raw), 300))
-	}
-	if out == nil {
-		return nil
-	}
-	if err := json.Unmarshal(raw, out); err != nil {
-		return fmt.Errorf("%s %s: decode %s: %w", method, path, clip(string(raw), 300), err)
-	}
-	return nil
+	return into[patchAnswer](keyed.ApplyOps(ctx, "", id, raw, 0))
 }
 
 // account is a user signed up for a scenario, with an API key of its personal organization:
@@ -90,37 +95,29 @@ func signUp(ctx context.Context, env Env, scenario string) (account, error) {
 	var nonce [6]byte
 	_, _ = rand.Read(nonce[:])
 	email := fmt.Sprintf("bench-%s-%s@bench.test", scenario, hex.EncodeToString(nonce[:]))
-	anon := newAPI(env.GatewayURL, http.Header{"Origin": {env.Origin}})
-	var up struct {
-		Token string `json:"token"`
-		User  struct {
-			ID string `json:"id"`
-		} `json:"user"`
+	anon, err := newClient(env, nil)
+	if err != nil {
+		return account{}, err
 	}
-	err := anon.call(ctx, http.MethodPost, "/api/auth/sign-up/email",
-		map[string]string{"email": email, "password": "bench-password-" + hex.EncodeToString(nonce[:]), "name": "bench " + scenario},
-		http.StatusOK, &up)
+	s, err := anon.SignUp(ctx, email, "bench-password-"+hex.EncodeToString(nonce[:]), "bench "+scenario)
 	if err != nil {
 		return account{}, fmt.Errorf("sign up (is %s a trusted origin? SVC_TRUSTED_ORIGINS): %w", env.Origin, err)
 	}
-	session := newAPI(env.GatewayURL, http.Header{"Origin": {env.Origin}, "Authorization": {"Bearer " + up.Token}})
-	var got struct {
-		Session struct {
-			ActiveOrganizationID string `json:"activeOrganizationId"`
-		} `json:"session"`
+	got, err := anon.GetSession(ctx, s.Cookie)
+	if err != nil {
+		return account{}, fmt.Errorf("get-session: %w", err)
 	}
-	if err := session.call(ctx, http.MethodGet, "/api/auth/get-session", nil, http.StatusOK, &got); err != nil {
-		return account{}, err
+	if got == nil {
+		return account{}, errors.New("get-session: the session sign-up made is not valid")
 	}
-	var key struct {
-		ID          string `json:"id"`
-		Key         string `json:"key"`
-		ReferenceID string `json:"referenceId"`
+	key, _, err := anon.CreateAPIKey(ctx, s.Cookie, "bench")
+	if err != nil {
+		return account{}, fmt.Errorf("api-key/create: %w", err)
 	}
-	if err := session.call(ctx, http.MethodPost, "/api/auth/api-key/create", map[string]string{"name": "bench"}, http.StatusOK, &key); err != nil {
-		return account{}, err
+	a := account{userID: s.User.ID, email: email, keyID: key.ID, key: key.Key}
+	if org := got.Session.ActiveOrganizationID; org != nil {
+		a.organizationID = *org
 	}
-	a := account{userID: up.User.ID, email: email, organizationID: got.Session.ActiveOrganizationID, keyID: key.ID, key: key.Key}
 	if a.userID == "" || a.organizationID == "" || a.keyID == "" || a.key == "" {
 		return account{}, fmt.Errorf("sign-up, get-session and api-key/create left something out: %+v", a)
 	}

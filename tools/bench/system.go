@@ -138,7 +138,7 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration, exited 
 	interval := 100 * time.Millisecond
 	var last error
 	for {
-		if last = probeOK(ctx, client, url); last == nil {
+		if last = probeOK(ctx, client, url, nil); last == nil {
 			return nil
 		}
 		timer := time.NewTimer(interval)
@@ -158,22 +158,22 @@ func waitHealthy(ctx context.Context, url string, timeout time.Duration, exited 
 	}
 }
 
-// probeOK fails unless url answers 200.
-func probeOK(ctx context.Context, client *http.Client, url string) error {
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
+// probeOK fails unless a GET of url with header (may be nil) answers 200 within client's
+// timeout.
+func probeOK(ctx context.Context, client *http.Client, url string, header http.Header) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
+	maps.Copy(req.Header, header)
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("status %d", resp.StatusCode)
+		return fmt.Errorf("status %d: %s", resp.StatusCode, clip(string(b), 300))
 	}
 	return nil
 }

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"sync/atomic"
 	"time"
+
+	"svc.dev/clients/apiclient"
 )
 
 // scheduleTick measures one admin tick that claims and dispatches 10,000 due schedules (issue
@@ -50,7 +53,10 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	keyed := newAPI(env.GatewayURL, acct.keyHeader())
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
 	wf, err := buildChain(ctx, keyed, "bench-schedule-tick", 2)
 	if wf != "" {
 		defer deleteWorkflows(context.WithoutCancel(ctx), env, keyed, []string{wf})
@@ -64,7 +70,11 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 	began := time.Now()
 	var created atomic.Int64
 	err = forEach(ctx, tickSchedules, 16, func(ctx context.Context, i int) error {
-		err := keyed.call(ctx, http.MethodPost, "/api/schedules", map[string]any{"workflowId": wf, "cron": cron, "input": map[string]int{"i": i}}, http.StatusCreated, nil)
+		input, err := json.Marshal(map[string]int{"i": i})
+		if err != nil {
+			return err
+		}
+		_, err = keyed.CreateSchedule(ctx, "", apiclient.CreateScheduleRequest{WorkflowID: wf, Cron: cron, Input: input})
 		if n := created.Add(1); err == nil && n%2000 == 0 {
 			env.Log("  %d created after %s", n, time.Since(began).Round(time.Second))
 		}
@@ -85,12 +95,13 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 
 	// The measured tick. Its answer lists 10,000 fires: the setup client's 30 s is not enough
 	// on a slow machine.
-	ticker := newAPI(env.GatewayURL, acct.keyHeader())
-	ticker.client.Timeout = 3 * time.Minute
-	var ans tickAnswer
+	ticker, err := keyedClient(env, acct, &http.Client{Timeout: 3 * time.Minute})
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
 	t0 := time.Now()
 	cpu := env.CPU.from(t0, "tick")
-	err = ticker.call(ctx, http.MethodPost, "/api/admin/tick", map[string]any{}, http.StatusOK, &ans)
+	ans, err := into[tickAnswer](ticker.Tick(ctx, ""))
 	took := time.Since(t0)
 	use := cpu.stop()
 	if err != nil {
@@ -126,18 +137,11 @@ func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
 }
 
 // countScheduleRuns pages through the workflow's runs.
-func countScheduleRuns(ctx context.Context, keyed *api, wf string) (int, error) {
+func countScheduleRuns(ctx context.Context, keyed *apiclient.Client, wf string) (int, error) {
 	n, after := 0, ""
 	for range 1000 {
-		var page struct {
-			Items      []struct{} `json:"items"`
-			NextCursor *string    `json:"nextCursor"`
-		}
-		path := "/api/runs?limit=500&workflowId=" + wf
-		if after != "" {
-			path += "&after=" + after
-		}
-		if err := keyed.call(ctx, http.MethodGet, path, nil, http.StatusOK, &page); err != nil {
+		page, err := keyed.ListRunsPage(ctx, "", wf, "", after, 500)
+		if err != nil {
 			return n, err
 		}
 		n += len(page.Items)

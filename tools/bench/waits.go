@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"svc.dev/clients/apiclient"
 )
 
 // The wait scenarios of issue 5: sleep wake-up lateness, signal → resume, and the
@@ -192,7 +193,7 @@ func (signalResume) Name() string { return "signal-resume" }
 
 // signalOnce runs one run of the signal workflow and returns signal → next block started,
 // signal → run finished, and the POST's latency.
-func signalOnce(ctx context.Context, keyed *api, wf string) (resume, finish, post time.Duration, err error) {
+func signalOnce(ctx context.Context, keyed *apiclient.Client, wf string) (resume, finish, post time.Duration, err error) {
 	id, err := startRun(ctx, keyed, wf)
 	if err != nil {
 		return 0, 0, 0, err
@@ -204,8 +205,9 @@ func signalOnce(ctx context.Context, keyed *api, wf string) (resume, finish, pos
 	if r.Status != "waiting" || r.Waiting == nil || r.Waiting.Kind != "signal" {
 		return 0, 0, 0, fmt.Errorf("run %s is %s, not waiting on a signal: %s", id, r.Status, clip(string(r.Error), 200))
 	}
+	signal := apiclient.SignalRequest{Name: signalName, Payload: json.RawMessage(`{"n":1}`)}
 	t := time.Now()
-	if err := keyed.call(ctx, http.MethodPost, "/api/runs/"+id+"/signals", map[string]any{"name": signalName, "payload": map[string]any{"n": 1}}, http.StatusAccepted, nil); err != nil {
+	if _, err := keyed.SignalRun(ctx, "", id, signal); err != nil {
 		return 0, 0, 0, err
 	}
 	post = time.Since(t)
@@ -444,7 +446,8 @@ func (s waitingRSS) Run(ctx context.Context, env Env) ([]Result, error) {
 			if ids[i] == "" {
 				return nil
 			}
-			return keyed.call(ctx, http.MethodPost, "/api/runs/"+ids[i]+"/cancel", nil, http.StatusAccepted, nil)
+			_, err := keyed.CancelRun(ctx, "", ids[i])
+			return err
 		})
 		if cerr != nil {
 			env.Log("  cleanup: cancel: %v", cerr)

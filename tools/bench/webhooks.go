@@ -25,6 +25,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"svc.dev/clients/apiclient"
 	"svc.dev/tools/internal/workspace"
 )
 
@@ -66,12 +67,13 @@ func (s webhookDelivery) Run(ctx context.Context, env Env) ([]Result, error) {
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
-	keyed := newAPI(env.GatewayURL, acct.keyHeader())
-	var wf struct {
-		ID string `json:"id"`
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
 	}
-	def := map[string]any{"blocks": []any{map[string]any{"block_id": "start", "type": "trigger.webhook", "params": map[string]any{}}}, "edges": []any{}}
-	if err := keyed.call(ctx, http.MethodPost, "/api/workflows", map[string]any{"name": webhookWorkflow, "definition": def}, http.StatusCreated, &wf); err != nil {
+	def := json.RawMessage(`{"blocks":[{"block_id":"start","params":{},"type":"trigger.webhook"}],"edges":[]}`)
+	wf, err := createWorkflow(ctx, keyed, apiclient.CreateWorkflowRequest{Name: webhookWorkflow, Definition: def})
+	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
 	defer deleteWorkflows(context.WithoutCancel(ctx), env, keyed, []string{wf.ID})
@@ -121,15 +123,13 @@ func (s webhookDelivery) Run(ctx context.Context, env Env) ([]Result, error) {
 }
 
 // waitRunsDone polls the workflow's runs until none is queued or running.
-func waitRunsDone(ctx context.Context, keyed *api, wf string, within time.Duration) error {
+func waitRunsDone(ctx context.Context, keyed *apiclient.Client, wf string, within time.Duration) error {
 	deadline := time.Now().Add(within)
 	for {
 		busy := 0
 		for _, status := range []string{"queued", "running"} {
-			var page struct {
-				Items []json.RawMessage `json:"items"`
-			}
-			if err := keyed.call(ctx, http.MethodGet, "/api/runs?workflowId="+wf+"&status="+status+"&limit=1", nil, http.StatusOK, &page); err != nil {
+			page, err := keyed.ListRunsPage(ctx, "", wf, status, "", 1)
+			if err != nil {
 				return err
 			}
 			busy += len(page.Items)

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/term"
 
-	"svc.dev/libs/apiclient"
+	"svc.dev/clients/apiclient"
 	"svc.dev/libs/buildinfo"
 	"svc.dev/tools/svc/internal/cli"
 )

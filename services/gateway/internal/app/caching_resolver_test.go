@@ -9,9 +9,9 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
+	"svc.dev/proto/errs"
 	"svc.dev/services/gateway/internal/app"
 )
 

@@ -6,8 +6,8 @@ import (
 	"context"
 	"time"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
+	"svc.dev/proto/errs"
 )
 
 // Credentials is the raw material a client presented; the gateway does not interpret it.

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 	"svc.dev/tools/svc/internal/credential"
 )
 

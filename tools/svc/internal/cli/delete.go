@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // deleteCommand is `svc <kind>s delete <id>`: one DELETE, then the id (JSON) or a sentence.

@@ -15,7 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/apiclient"
+	"svc.dev/clients/apiclient"
 	"svc.dev/tools/svc/internal/cli"
 	"svc.dev/tools/svc/internal/credential"
 )

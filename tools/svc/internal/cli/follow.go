@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // Following a run's event stream: a dropped connection is reopened with Last-Event-ID after a

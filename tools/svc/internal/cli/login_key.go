@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 	"svc.dev/tools/svc/internal/credential"
 )
 

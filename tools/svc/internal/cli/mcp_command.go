@@ -7,7 +7,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
-	"svc.dev/libs/mcptools"
+	"svc.dev/clients/mcptools"
 )
 
 // mcpCommand serves the MCP tools over stdio: an agent's MCP client starts `svc mcp` as a

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // Follow polling: fast while attempts change, slowing down while nothing does, so a long

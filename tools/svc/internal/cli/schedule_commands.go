@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // scheduleView is the part of a schedule the table shows (contract §4).

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // workflowView is the part of a workflow the tables show (contract §2).

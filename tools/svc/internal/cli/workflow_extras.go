@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // isOpsDocument tells an operations file ([op, ...] or {"ops": ...}) from a definition

@@ -9,8 +9,8 @@ import (
 
 	"connectrpc.com/connect"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
+	"svc.dev/proto/errs"
 	identityv1 "svc.dev/proto/gen/identity/v1"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/gateway/internal/app"

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/proto"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
+	"svc.dev/proto/errs"
 	identityv1 "svc.dev/proto/gen/identity/v1"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/gateway/internal/adapters/identityclient"

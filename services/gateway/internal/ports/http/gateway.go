@@ -14,11 +14,11 @@ import (
 	"time"
 
 	"svc.dev/libs/buildinfo"
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/telemetry"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 	"svc.dev/services/gateway/console"
 	"svc.dev/services/gateway/internal/app"
 )

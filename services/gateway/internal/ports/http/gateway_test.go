@@ -23,12 +23,12 @@ import (
 
 	"svc.dev/libs/boot"
 	"svc.dev/libs/buildinfo"
-	"svc.dev/libs/errs"
 	"svc.dev/libs/httpclient"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/telemetry"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 	"svc.dev/services/gateway/internal/app"
 	httpport "svc.dev/services/gateway/internal/ports/http"
 )

@@ -15,12 +15,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
+	"svc.dev/clients/mcptools"
 	"svc.dev/libs/buildinfo"
-	"svc.dev/libs/errs"
-	"svc.dev/libs/mcptools"
 	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 )
 
 // mcpPath is where the gateway serves the MCP tools over streamable HTTP (ARCHITECTURE §9).

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 	"svc.dev/proto/openapi"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/ratelimit"
+	"svc.dev/proto/errs"
 	"svc.dev/proto/openapi"
 )
 

@@ -4,8 +4,8 @@ import (
 	"context"
 	"net/http"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 )
 
 // WithTrustedOrigins sets the origins whose pages may send state-changing requests that the

@@ -8,10 +8,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 	httpport "svc.dev/services/gateway/internal/ports/http"
 )
 

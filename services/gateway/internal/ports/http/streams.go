@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 	"svc.dev/services/gateway/internal/app"
 )
 

@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"time"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/identity/internal/app/auth"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/apikey"

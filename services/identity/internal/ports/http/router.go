@@ -9,8 +9,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/web"
+	"svc.dev/proto/errs"
 )
 
 // BootstrapPath is the bootstrap route.

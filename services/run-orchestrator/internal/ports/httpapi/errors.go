@@ -3,8 +3,8 @@ package httpapi
 import (
 	"errors"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/run-orchestrator/internal/app"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )

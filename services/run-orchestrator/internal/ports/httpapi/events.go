@@ -13,8 +13,8 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/run-orchestrator/internal/app"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )

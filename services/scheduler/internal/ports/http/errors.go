@@ -3,9 +3,9 @@ package http
 import (
 	"errors"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/scheduler/internal/app/command"
 	"svc.dev/services/scheduler/internal/app/query"
 	"svc.dev/services/scheduler/internal/domain/schedule"

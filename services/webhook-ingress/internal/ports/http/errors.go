@@ -3,8 +3,8 @@ package http
 import (
 	"errors"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/webhook-ingress/internal/app"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )

@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/errs"
+	"svc.dev/proto/errs"
 	"svc.dev/services/webhook-ingress/internal/app"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )

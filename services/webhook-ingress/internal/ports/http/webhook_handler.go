@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"strings"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/webhook-ingress/internal/app"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )

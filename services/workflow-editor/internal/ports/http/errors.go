@@ -4,9 +4,9 @@ import (
 	"errors"
 	"fmt"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 

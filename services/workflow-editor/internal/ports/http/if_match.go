@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"svc.dev/libs/errs"
+	"svc.dev/proto/errs"
 )
 
 // parseIfMatch reads the optional If-Match header: a positive integer, bare (3) or quoted as an

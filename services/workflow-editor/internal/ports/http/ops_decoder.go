@@ -7,9 +7,9 @@ import (
 	"sort"
 	"strings"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 

@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/errs"
 	"svc.dev/proto/connectors"
+	"svc.dev/proto/errs"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 

@@ -11,10 +11,10 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"svc.dev/libs/errs"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/web"
 	"svc.dev/libs/wire"
+	"svc.dev/proto/errs"
 	"svc.dev/services/workflow-editor/internal/app"
 	"svc.dev/services/workflow-editor/internal/app/command"
 	"svc.dev/services/workflow-editor/internal/app/query"

@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // ToolError is a tool call that failed: the API's error code and message (contract §0) and

@@ -42,6 +42,8 @@ type Client struct {
 	sleepFunc func(ctx context.Context, d time.Duration) error
 	// auth is the credential of domain calls made with an empty key (WithAuth).
 	auth Auth
+	// keyHeader sends API keys in x-api-key rather than as a bearer token (WithAPIKeyHeader).
+	keyHeader bool
 }
 
 // NewClient returns a client of the API at baseURL. httpClient must not be nil.
@@ -83,6 +85,24 @@ func NormalizeURL(raw string) (string, error) {
 func (c *Client) WithAuth(a Auth) *Client {
 	cp := *c
 	cp.auth = a
+	return &cp
+}
+
+// WithOrigin returns a client that sends origin as the Origin of every call, in place of the
+// API's own. Identity refuses an auth call that changes state from an Origin it does not trust
+// (SVC_TRUSTED_ORIGINS); a caller that the system knows by another origin says which.
+func (c *Client) WithOrigin(origin string) *Client {
+	cp := *c
+	cp.origin = origin
+	return &cp
+}
+
+// WithAPIKeyHeader returns a client that sends API keys in the x-api-key header rather than
+// as a bearer token. The gateway takes either for a key; a caller whose other requests carry
+// x-api-key (the load of tools/bench) sends its own calls the same way.
+func (c *Client) WithAPIKeyHeader() *Client {
+	cp := *c
+	cp.keyHeader = true
 	return &cp
 }
 
@@ -176,12 +196,7 @@ func (c *Client) once(ctx context.Context, req request) (*response, error) {
 	if c.userAgent != "" {
 		hr.Header.Set("User-Agent", c.userAgent)
 	}
-	if req.auth.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+req.auth.APIKey)
-	}
-	if req.auth.Cookie != "" {
-		hr.Header.Set("Cookie", req.auth.Cookie)
-	}
+	c.setAuth(hr.Header, req.auth)
 	resp, err := c.http.Do(hr)
 	if err != nil {
 		return nil, &TransportError{Method: req.method, URL: u.String(), Err: err}
@@ -192,6 +207,21 @@ func (c *Client) once(ctx context.Context, req request) (*response, error) {
 		return nil, &TransportError{Method: req.method, URL: u.String(), Err: err}
 	}
 	return &response{status: resp.StatusCode, header: resp.Header, body: b}, nil
+}
+
+// setAuth puts a's credentials on h: the API key as a bearer token (or in x-api-key, see
+// WithAPIKeyHeader), the session cookie as it is.
+func (c *Client) setAuth(h http.Header, a Auth) {
+	if a.APIKey != "" {
+		if c.keyHeader {
+			h.Set("X-Api-Key", a.APIKey)
+		} else {
+			h.Set("Authorization", "Bearer "+a.APIKey)
+		}
+	}
+	if a.Cookie != "" {
+		h.Set("Cookie", a.Cookie)
+	}
 }
 
 // decodeInto unmarshals a response body.

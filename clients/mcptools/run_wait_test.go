@@ -19,7 +19,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // fakeRuns is an API with one run: GET /api/runs/run_1 answers its present state and

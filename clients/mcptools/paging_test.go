@@ -14,8 +14,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	api "svc.dev/libs/apiclient"
-	"svc.dev/libs/mcptools"
+	api "svc.dev/clients/apiclient"
+	"svc.dev/clients/mcptools"
 )
 
 // listAPI serves /api/workflows and /api/schedules as the services page them (?after=&limit=,

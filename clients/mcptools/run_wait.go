@@ -7,7 +7,7 @@ import (
 	"net/http"
 	"time"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // How runs_wait follows a run. It reads the run once, then follows its event stream

@@ -8,7 +8,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // ConnectorsListInput filters the catalog.

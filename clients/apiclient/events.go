@@ -53,13 +53,7 @@ func (c *Client) RunEvents(ctx context.Context, key, runID, lastEventID string, 
 	if c.userAgent != "" {
 		hr.Header.Set("User-Agent", c.userAgent)
 	}
-	auth := c.domainAuth(key)
-	if auth.APIKey != "" {
-		hr.Header.Set("Authorization", "Bearer "+auth.APIKey)
-	}
-	if auth.Cookie != "" {
-		hr.Header.Set("Cookie", auth.Cookie)
-	}
+	c.setAuth(hr.Header, c.domainAuth(key))
 	if lastEventID != "" {
 		hr.Header.Set("Last-Event-ID", lastEventID)
 	}

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/errs"
+	"svc.dev/proto/errs"
 )
 
 func TestCodeStatus(t *testing.T) {

@@ -1,7 +1,9 @@
 package apiclient
 
 import (
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -81,4 +83,51 @@ func TestNormalizeURL(t *testing.T) {
 		_, err := NormalizeURL(bad)
 		require.Error(t, err, bad)
 	}
+}
+
+func TestOriginAndKeyHeader(t *testing.T) {
+	t.Parallel()
+	type seen struct {
+		method, path, body string
+		header             http.Header
+	}
+	got := make(chan seen, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		got <- seen{r.Method, r.URL.Path, string(b), r.Header.Clone()}
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"claimed":0,"fired":[],"failed":[]}`))
+	}))
+	t.Cleanup(srv.Close)
+	c, err := NewClient(srv.URL, srv.Client(), "")
+	require.NoError(t, err)
+
+	// By default: the API's own Origin, the key as a bearer token.
+	_, err = c.Tick(t.Context(), "svc_key")
+	require.NoError(t, err)
+	s := <-got
+	require.Equal(t, http.MethodPost, s.method)
+	require.Equal(t, "/api/admin/tick", s.path)
+	require.JSONEq(t, `{}`, s.body)
+	require.Equal(t, srv.URL, s.header.Get("Origin"))
+	require.Equal(t, "Bearer svc_key", s.header.Get("Authorization"))
+	require.Empty(t, s.header.Get("X-Api-Key"))
+
+	// WithOrigin and WithAPIKeyHeader, with the key of WithAuth.
+	kc := c.WithOrigin("http://bench.test").WithAPIKeyHeader().WithAuth(Auth{APIKey: "svc_other"})
+	raw, err := kc.Tick(t.Context(), "")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"claimed":0,"fired":[],"failed":[]}`, string(raw))
+	s = <-got
+	require.Equal(t, "http://bench.test", s.header.Get("Origin"))
+	require.Equal(t, "svc_other", s.header.Get("X-Api-Key"))
+	require.Empty(t, s.header.Get("Authorization"))
+
+	// The client it came from is unchanged.
+	_, err = c.GetRun(t.Context(), "svc_key", "r1", false)
+	require.NoError(t, err)
+	s = <-got
+	require.Equal(t, "/api/runs/r1", s.path)
+	require.Equal(t, srv.URL, s.header.Get("Origin"))
+	require.Equal(t, "Bearer svc_key", s.header.Get("Authorization"))
 }

@@ -274,3 +274,10 @@ func (c *Client) DeleteSchedule(ctx context.Context, key, id string) error {
 	_, err := c.send(ctx, key, http.MethodDelete, join("/api/schedules/", id), nil, nil)
 	return err
 }
+
+// Tick fires the schedules that are due now (POST /api/admin/tick, any principal may): the
+// answer says how many the tick claimed for the caller's organization and which runs it
+// started or failed to start.
+func (c *Client) Tick(ctx context.Context, key string) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPost, "/api/admin/tick", struct{}{}, nil)
+}

@@ -1,5 +1,5 @@
 // Package mcptools is the MCP server of the public API: its tools, resources and guide, over
-// the typed API client (libs/apiclient). It is a driving adapter, not a bounded context: every
+// the typed API client (clients/apiclient). It is a driving adapter, not a bounded context: every
 // tool is one or a few public API calls made as the caller, so tenancy, validation and limits
 // are the API's. Both transports share it: stdio in the CLI (`svc mcp`) and streamable HTTP
 // at /api/mcp in the gateway.
@@ -10,7 +10,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	api "svc.dev/libs/apiclient"
+	api "svc.dev/clients/apiclient"
 )
 
 // ServerName is the implementation name the server announces.

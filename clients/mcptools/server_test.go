@@ -9,8 +9,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/stretchr/testify/require"
 
-	api "svc.dev/libs/apiclient"
-	"svc.dev/libs/mcptools"
+	api "svc.dev/clients/apiclient"
+	"svc.dev/clients/mcptools"
 )
 
 // The tools with their schemas as a client sees them, and a failure as a tool error: the
