@@ -22,7 +22,7 @@ import (
 	"svc.dev/services/webhook-ingress/internal/app"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 	"svc.dev/services/webhook-ingress/internal/domain/signature"
-	httpport "svc.dev/services/webhook-ingress/internal/ports/http"
+	"svc.dev/services/webhook-ingress/internal/ports/httpapi"
 	"svc.dev/services/webhook-ingress/internal/routes"
 )
 
@@ -143,8 +143,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 			connect.WithInterceptors(base.RPCInterceptors()...)),
 		log)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(registry, deliver, log),
-		OpenPrefixes: []string{httpport.Prefix + "/"},
+		API:          httpapi.NewRouter(registry, deliver, log),
+		OpenPrefixes: []string{httpapi.Prefix + "/"},
 	})
 	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil
 }

@@ -17,7 +17,7 @@ import (
 	"svc.dev/services/workflow-editor/internal/adapters/postgres"
 	"svc.dev/services/workflow-editor/internal/app"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
-	httpport "svc.dev/services/workflow-editor/internal/ports/http"
+	"svc.dev/services/workflow-editor/internal/ports/httpapi"
 	"svc.dev/services/workflow-editor/internal/ports/rpc"
 	"svc.dev/services/workflow-editor/migrations"
 )
@@ -75,7 +75,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(application, log),
+		API:          httpapi.NewRouter(application, log),
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})
