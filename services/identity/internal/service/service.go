@@ -20,11 +20,9 @@ import (
 	"svc.dev/libs/ratelimit"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/identity/internal/adapters/argon"
-	"svc.dev/services/identity/internal/adapters/epoch"
-	"svc.dev/services/identity/internal/adapters/keyusage"
-	"svc.dev/services/identity/internal/adapters/limiter"
 	"svc.dev/services/identity/internal/adapters/mail"
 	"svc.dev/services/identity/internal/adapters/postgres"
+	"svc.dev/services/identity/internal/adapters/redis"
 	"svc.dev/services/identity/internal/app"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/session"
@@ -144,7 +142,7 @@ type Application struct {
 	base    *boot.Base
 	addr    string
 	handler http.Handler
-	usage   *keyusage.Recorder
+	usage   *postgres.Recorder
 }
 
 // NewApplication connects the stores, applies migrations and assembles the HTTP surface.
@@ -161,8 +159,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 
 	// --- adapters ------------------------------------------------------------------------
 	repos := postgres.Repositories(base.Pool, cfg.Ceilings)
-	usage := keyusage.NewRecorder(repos.Keys, KeyUsageInterval, log)
-	limits := limiter.Limits(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}))
+	usage := postgres.NewRecorder(repos.Keys, KeyUsageInterval, log)
+	limits := redis.Limits(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}))
 	// One gate for the process: memory for argon2id stays at HashSlots × 19 MiB whatever
 	// arrives on the open routes.
 	hasher := argon.NewGate(argon.New(argon.DefaultParams()), cfg.HashSlots, cfg.HashWait)
@@ -196,7 +194,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 
 	// --- ports ---------------------------------------------------------------------------
 	server := httpapi.NewServer(a, httpapi.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer,
-		Revocations: epoch.NewRedisEpoch(base.Redis, base.Keys)}, log)
+		Revocations: redis.NewRedisEpoch(base.Redis, base.Keys)}, log)
 	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, a.Queries.LookupOrganization, signer, log),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{

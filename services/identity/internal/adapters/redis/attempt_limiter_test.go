@@ -1,4 +1,4 @@
-package limiter_test
+package redis_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/ratelimit"
-	"svc.dev/services/identity/internal/adapters/limiter"
+	"svc.dev/services/identity/internal/adapters/redis"
 	"svc.dev/services/identity/internal/app/port"
 )
 
@@ -16,7 +16,7 @@ func TestAttemptLimiter(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	local := ratelimit.NewLocal(func() time.Time { return now }, 100)
-	l := limiter.New(localAllower{local}, limiter.SignInAttempts())
+	l := redis.New(localAllower{local}, redis.SignInAttempts())
 	for i := range 10 {
 		ok, _ := l.Allow(context.Background(), "sign-in:ip:a")
 		require.True(t, ok, "attempt %d", i+1)
@@ -31,7 +31,7 @@ func TestAttemptLimiter(t *testing.T) {
 func TestLimits(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	ls := limiter.Limits(localAllower{ratelimit.NewLocal(func() time.Time { return now }, 1000)})
+	ls := redis.Limits(localAllower{ratelimit.NewLocal(func() time.Time { return now }, 1000)})
 	for name, tc := range map[string]struct {
 		l   port.AttemptLimiter
 		max int

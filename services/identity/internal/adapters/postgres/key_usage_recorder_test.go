@@ -1,4 +1,4 @@
-package keyusage_test
+package postgres_test
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/services/identity/internal/adapters/keyusage"
+	"svc.dev/services/identity/internal/adapters/postgres"
 )
 
 type fakeStore struct {
@@ -43,7 +43,7 @@ func TestRecorder(t *testing.T) {
 	t.Run("BatchesTheLatestUsePerKey", func(t *testing.T) {
 		t.Parallel()
 		store := &fakeStore{}
-		r := keyusage.NewRecorder(store, time.Hour, log)
+		r := postgres.NewRecorder(store, time.Hour, log)
 		r.Record("key_a", t0)
 		r.Record("key_a", t0.Add(time.Second))
 		r.Record("key_a", t0) // older: ignored
@@ -58,7 +58,7 @@ func TestRecorder(t *testing.T) {
 	t.Run("FlushesInTheBackground", func(t *testing.T) {
 		t.Parallel()
 		store := &fakeStore{}
-		r := keyusage.NewRecorder(store, 20*time.Millisecond, log)
+		r := postgres.NewRecorder(store, 20*time.Millisecond, log)
 		t.Cleanup(func() { _ = r.Close(context.Background()) })
 		r.Record("key_a", t0)
 		require.Eventually(t, func() bool { return len(store.all()) == 1 }, 2*time.Second, 10*time.Millisecond)
@@ -67,7 +67,7 @@ func TestRecorder(t *testing.T) {
 	t.Run("CloseWritesWhatIsLeft", func(t *testing.T) {
 		t.Parallel()
 		store := &fakeStore{}
-		r := keyusage.NewRecorder(store, time.Hour, log)
+		r := postgres.NewRecorder(store, time.Hour, log)
 		r.Record("key_a", t0)
 		require.NoError(t, r.Close(context.Background()))
 		require.Len(t, store.all(), 1)
@@ -76,7 +76,7 @@ func TestRecorder(t *testing.T) {
 	t.Run("KeepsUsesAcrossFailures", func(t *testing.T) {
 		t.Parallel()
 		store := &fakeStore{fail: true}
-		r := keyusage.NewRecorder(store, time.Hour, log)
+		r := postgres.NewRecorder(store, time.Hour, log)
 		r.Record("key_a", t0)
 		require.Error(t, r.Flush(context.Background()))
 		store.mu.Lock()

@@ -1,8 +1,9 @@
-// Package keyusage keeps API keys' lastRequest fresh without a write on the request path:
+package postgres
+
+// The key-usage recorder keeps API keys' lastRequest fresh without a write on the request path:
 // uses are collected in memory (the latest time per key) and written in one UPDATE every
 // interval by a background goroutine, and once more on shutdown. lastRequest is therefore at
 // most one interval (plus one write) late.
-package keyusage
 
 import (
 	"context"

@@ -1,6 +1,6 @@
-// Package epoch is identity's adapter for the revocation epoch: a Redis counter the gateway
-// reads to know whether the identities it cached may still be used.
-package epoch
+// Package redis holds identity's Redis adapters: the revocation epoch, a counter the gateway
+// reads to know whether the identities it cached may still be used, and the attempt limiters.
+package redis
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package epoch_test
+package redis_test
 
 import (
 	"context"
@@ -8,16 +8,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/testkit"
-	"svc.dev/services/identity/internal/adapters/epoch"
+	"svc.dev/services/identity/internal/adapters/redis"
 )
 
 // A lost counter restarts from the current time, never from a value it held before.
 func TestRedisEpochNeverRepeats(t *testing.T) {
 	t.Parallel()
 	rdb, keys := testkit.NewRedis(t)
-	e := epoch.NewRedisEpoch(rdb, keys)
+	e := redis.NewRedisEpoch(rdb, keys)
 	ctx := context.Background()
-	key := keys.Key(epoch.KeyName)
+	key := keys.Key(redis.KeyName)
 
 	before := time.Now().UnixMicro()
 	require.NoError(t, e.Bump(ctx))

@@ -1,7 +1,8 @@
-// Package limiter adapts libs/ratelimit to identity's AttemptLimiter port: a token bucket per
-// key in Redis (GCRA), answered from process memory while Redis is down. Each of identity's
+package redis
+
+// The attempt limiters adapt libs/ratelimit to identity's AttemptLimiter port: a token bucket
+// per key in Redis (GCRA), answered from process memory while Redis is down. Each of identity's
 // limits (port.Limits) is one AttemptLimiter with its own Limit.
-package limiter
 
 import (
 	"context"
