@@ -20,7 +20,7 @@ import (
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/adapters/identityclient"
-	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	"svc.dev/services/gateway/internal/adapters/redis"
 	"svc.dev/services/gateway/internal/app"
 	"svc.dev/services/gateway/internal/ports/httpapi"
 )
@@ -149,13 +149,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// Token buckets in Redis; in process, per replica, while Redis fails (libs/ratelimit).
 	limiter := ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter})
 	buckets := app.CountRefusals(
-		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute), ratelimit.PerMinute(cfg.RateLimitOrgPerMinute)),
+		redis.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute), ratelimit.PerMinute(cfg.RateLimitOrgPerMinute)),
 		base.Tel.Meter)
 	// Identities are reused for at most GuardCacheTTL while identity's revocation epoch stays
 	// put (app.CachingResolver), so a revocation still fails the very next request.
 	var guardResolver app.Resolver = resolver
 	if cfg.GuardCacheTTL > 0 {
-		guardResolver = app.NewCachingResolver(resolver, ratelimiter.NewRedisEpochReader(base.Redis, base.Keys),
+		guardResolver = app.NewCachingResolver(resolver, redis.NewRedisEpochReader(base.Redis, base.Keys),
 			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
 	}
 	gw := httpapi.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
@@ -163,7 +163,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	if base.Redis != nil {
 		// The caps on open streams hold across replicas, counted in Redis (on each replica
 		// alone while Redis fails).
-		gw = gw.WithStreamSlots(ratelimiter.NewRedisStreamSlots(base.Redis, base.Keys, ratelimiter.DefaultStreamLease))
+		gw = gw.WithStreamSlots(redis.NewRedisStreamSlots(base.Redis, base.Keys, redis.DefaultStreamLease))
 	}
 
 	// The gateway's own /ready: identity (the guard) is required. Redis is not: without it the

@@ -25,7 +25,7 @@ import (
 	"svc.dev/libs/telemetry"
 	"svc.dev/libs/testkit"
 	"svc.dev/libs/web"
-	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	redisadapter "svc.dev/services/gateway/internal/adapters/redis"
 	"svc.dev/services/gateway/internal/app"
 	"svc.dev/services/gateway/internal/ports/httpapi"
 )
@@ -307,7 +307,7 @@ func TestGatewayRateLimitRedis(t *testing.T) {
 		limiter := ratelimit.NewWithOptions(client, keys, slog.New(slog.DiscardHandler),
 			ratelimit.Options{Meter: tel.Meter, Timeout: timeout})
 		// As service.NewApplication wires it.
-		port := app.CountRefusals(ratelimiter.NewRedisRateLimiter(limiter, limit, org), tel.Meter)
+		port := app.CountRefusals(redisadapter.NewRedisRateLimiter(limiter, limit, org), tel.Meter)
 		b := &redisBundle{testBundle: newTestBundle(t, port), rdb: rdb, keys: keys, proxy: proxy, limiter: limiter, tel: tel}
 		b.resolver.know(apiKey2, internalauth.Identity{OrganizationID: keyIdentity.OrganizationID, AuthMode: internalauth.ModeAPIKey, APIKeyID: "key_2"})
 		return b

@@ -17,7 +17,7 @@ import (
 
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/testkit"
-	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	redisadapter "svc.dev/services/gateway/internal/adapters/redis"
 	"svc.dev/services/gateway/internal/app"
 )
 
@@ -28,7 +28,7 @@ func deadSlots(t *testing.T) app.StreamSlots {
 	_, keys := testkit.NewRedis(t)
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = dead.Close() })
-	return ratelimiter.NewRedisStreamSlots(dead, keys, time.Second)
+	return redisadapter.NewRedisStreamSlots(dead, keys, time.Second)
 }
 
 func sessionOf(org, user string) internalauth.Identity {
@@ -166,7 +166,7 @@ func TestStreamRefusal(t *testing.T) {
 	t.Parallel()
 	rdb, keys := testkit.NewRedis(t)
 	g := &Gateway{log: slog.New(slog.DiscardHandler), streams: streams{
-		shared: ratelimiter.NewRedisStreamSlots(rdb, keys, time.Minute),
+		shared: redisadapter.NewRedisStreamSlots(rdb, keys, time.Minute),
 		limits: app.StreamLimits{PerPrincipal: 5, PerUser: 1, PerOrganization: 2}, open: map[string]int{},
 	}}
 	var reached atomic.Int64

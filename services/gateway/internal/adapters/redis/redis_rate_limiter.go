@@ -1,6 +1,7 @@
-// Package ratelimiter is the gateway's adapter for app.RateLimiter: the shared limiter of
-// libs/ratelimit (GCRA in Redis, in process while Redis fails) with the gateway's limits.
-package ratelimiter
+// Package redis holds the gateway's Redis adapters: app.RateLimiter over the shared limiter of
+// libs/ratelimit (GCRA in Redis, in process while Redis fails) with the gateway's limits, the
+// reader of identity's revocation epoch, and the slots that bound open streams.
+package redis
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ratelimiter_test
+package redis_test
 
 import (
 	"log/slog"
@@ -11,19 +11,19 @@ import (
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/testkit"
-	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	"svc.dev/services/gateway/internal/adapters/redis"
 )
 
 func TestRedisRateLimiter(t *testing.T) {
 	t.Parallel()
 
-	type testBundle struct{ limiter *ratelimiter.RedisRateLimiter }
+	type testBundle struct{ limiter *redis.RedisRateLimiter }
 	setup := func(t *testing.T, limit, org ratelimit.Limit) *testBundle {
 		t.Helper()
 		rdb, keys := testkit.NewRedis(t)
 		// A timeout far above a round trip, so that Redis and not the fallback decides.
 		l := ratelimit.NewWithOptions(rdb, keys, slog.New(slog.DiscardHandler), ratelimit.Options{Timeout: 5 * time.Second})
-		return &testBundle{limiter: ratelimiter.NewRedisRateLimiter(l, limit, org)}
+		return &testBundle{limiter: redis.NewRedisRateLimiter(l, limit, org)}
 	}
 
 	t.Run("AppliesItsLimitToEveryKey", func(t *testing.T) {
@@ -62,6 +62,6 @@ func TestRedisRateLimiter(t *testing.T) {
 
 	t.Run("PanicsOnMissingDependency", func(t *testing.T) {
 		t.Parallel()
-		require.PanicsWithValue(t, "nil limiter", func() { ratelimiter.NewRedisRateLimiter(nil, ratelimit.PerMinute(1), ratelimit.PerMinute(1)) })
+		require.PanicsWithValue(t, "nil limiter", func() { redis.NewRedisRateLimiter(nil, ratelimit.PerMinute(1), ratelimit.PerMinute(1)) })
 	})
 }

@@ -1,4 +1,4 @@
-package ratelimiter_test
+package redis_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/redisx"
 	"svc.dev/libs/testkit"
-	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	redisadapter "svc.dev/services/gateway/internal/adapters/redis"
 	"svc.dev/services/gateway/internal/app"
 )
 
@@ -25,9 +25,9 @@ func TestRedisStreamSlots(t *testing.T) {
 	t.Parallel()
 	rdb, keys := testkit.NewRedis(t)
 	const lease = 300 * time.Millisecond
-	a := ratelimiter.NewRedisStreamSlots(rdb, keys, lease)
-	b := ratelimiter.NewRedisStreamSlots(rdb, keys, lease)
-	take := func(s *ratelimiter.RedisStreamSlots, key string) (bool, context.CancelFunc) {
+	a := redisadapter.NewRedisStreamSlots(rdb, keys, lease)
+	b := redisadapter.NewRedisStreamSlots(rdb, keys, lease)
+	take := func(s *redisadapter.RedisStreamSlots, key string) (bool, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
 		full, err := s.Take(ctx, []app.StreamCeiling{{Key: key, Max: 3}})
@@ -62,7 +62,7 @@ func TestRedisStreamSlots(t *testing.T) {
 	}
 
 	// eventuallyTakes waits until s can take a slot of key (and gives it back).
-	eventuallyTakes := func(s *ratelimiter.RedisStreamSlots, key, why string) {
+	eventuallyTakes := func(s *redisadapter.RedisStreamSlots, key, why string) {
 		t.Helper()
 		require.Eventually(t, func() bool {
 			ok, end := take(s, key)
@@ -77,7 +77,7 @@ func TestRedisStreamSlots(t *testing.T) {
 
 	// A gateway that died: its member is neither renewed nor removed, and stops counting when
 	// its lease ends (Redis's clock).
-	set := keys.Key(ratelimiter.StreamSlotsKey + "gw:org_1:usr_3")
+	set := keys.Key(redisadapter.StreamSlotsKey + "gw:org_1:usr_3")
 	now, err := rdb.Time(t.Context()).Result()
 	require.NoError(t, err)
 	for i := range 3 {
@@ -94,7 +94,7 @@ func TestRedisStreamSlotsWithoutRedis(t *testing.T) {
 	_, keys := testkit.NewRedis(t)
 	dead := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", MaxRetries: -1, DialTimeout: 100 * time.Millisecond})
 	t.Cleanup(func() { _ = dead.Close() })
-	_, err := ratelimiter.NewRedisStreamSlots(dead, keys, time.Second).Take(t.Context(),
+	_, err := redisadapter.NewRedisStreamSlots(dead, keys, time.Second).Take(t.Context(),
 		[]app.StreamCeiling{{Key: "gw:org_1:usr_1", Max: 3}, {Key: "gw:org:org_1", Max: 3}})
 	require.Error(t, err)
 }
@@ -109,13 +109,13 @@ func TestRedisStreamSlotsCeilings(t *testing.T) {
 	type testBundle struct {
 		rdb  redis.UniversalClient
 		keys redisx.Keys
-		a, b *ratelimiter.RedisStreamSlots
+		a, b *redisadapter.RedisStreamSlots
 	}
 	setup := func(t *testing.T) *testBundle {
 		t.Helper()
 		rdb, keys := testkit.NewRedis(t)
 		return &testBundle{rdb: rdb, keys: keys,
-			a: ratelimiter.NewRedisStreamSlots(rdb, keys, time.Minute), b: ratelimiter.NewRedisStreamSlots(rdb, keys, time.Minute)}
+			a: redisadapter.NewRedisStreamSlots(rdb, keys, time.Minute), b: redisadapter.NewRedisStreamSlots(rdb, keys, time.Minute)}
 	}
 	limits := app.StreamLimits{PerPrincipal: 2, PerUser: 3, PerOrganization: 5}
 	session := func(org, user string) internalauth.Identity {
@@ -126,7 +126,7 @@ func TestRedisStreamSlotsCeilings(t *testing.T) {
 	}
 	// take opens a stream of id on s; it answers the full ceiling's scope ("" when taken) and
 	// the stream's end.
-	take := func(t *testing.T, s *ratelimiter.RedisStreamSlots, id internalauth.Identity) (app.StreamScope, context.CancelFunc) {
+	take := func(t *testing.T, s *redisadapter.RedisStreamSlots, id internalauth.Identity) (app.StreamScope, context.CancelFunc) {
 		t.Helper()
 		ctx, cancel := context.WithCancel(t.Context())
 		t.Cleanup(cancel)
@@ -141,7 +141,7 @@ func TestRedisStreamSlotsCeilings(t *testing.T) {
 	}
 	count := func(t *testing.T, b *testBundle, ceiling string) int64 {
 		t.Helper()
-		n, err := b.rdb.ZCard(t.Context(), b.keys.Key(ratelimiter.StreamSlotsKey+ceiling)).Result()
+		n, err := b.rdb.ZCard(t.Context(), b.keys.Key(redisadapter.StreamSlotsKey+ceiling)).Result()
 		require.NoError(t, err)
 		return n
 	}
@@ -174,7 +174,7 @@ func TestRedisStreamSlotsCeilings(t *testing.T) {
 			session("org_1", "usr_1"), key("org_1", "key_1", "usr_1"), session("org_1", "usr_2"),
 			key("org_1", "key_2", "usr_2"), key("org_1", "key_3", "usr_3"),
 		} {
-			full, _ := take(t, []*ratelimiter.RedisStreamSlots{b.a, b.b}[i%2], id)
+			full, _ := take(t, []*redisadapter.RedisStreamSlots{b.a, b.b}[i%2], id)
 			require.Empty(t, full)
 		}
 		full, _ := take(t, b.a, key("org_1", "key_4", "usr_4"))
@@ -218,7 +218,7 @@ func TestRedisStreamSlotsCeilings(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancel(t.Context())
 				t.Cleanup(cancel)
-				full, err := []*ratelimiter.RedisStreamSlots{b.a, b.b}[i%2].Take(ctx, app.StreamCeilings(id, loose))
+				full, err := []*redisadapter.RedisStreamSlots{b.a, b.b}[i%2].Take(ctx, app.StreamCeilings(id, loose))
 				if err != nil {
 					errd.Add(1)
 					return
