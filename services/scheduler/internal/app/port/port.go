@@ -1,5 +1,6 @@
-// Package command holds the use cases that change schedules and fire them.
-package command
+// Package port declares what the scheduler's use cases need from its peers: workflow-editor,
+// to know a workflow exists, and run-orchestrator, to start the runs of fires.
+package port
 
 import (
 	"context"
