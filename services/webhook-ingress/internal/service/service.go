@@ -23,7 +23,6 @@ import (
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 	"svc.dev/services/webhook-ingress/internal/domain/signature"
 	"svc.dev/services/webhook-ingress/internal/ports/httpapi"
-	"svc.dev/services/webhook-ingress/internal/routes"
 )
 
 // Name is the service's name in logs, spans and the database's pg_stat_activity.
@@ -158,10 +157,10 @@ func NewRegistry(ctx context.Context, cfg Config, now func() time.Time, log *slo
 		build func() route.Route
 	}{
 		{cfg.GitHub, func() route.Route {
-			return routes.GitHub(cfg.GitHub.Key, routes.Target{Organization: cfg.GitHub.Organization, WorkflowName: cfg.GitHub.WorkflowName})
+			return route.GitHub(cfg.GitHub.Key, route.Target{Organization: cfg.GitHub.Organization, WorkflowName: cfg.GitHub.WorkflowName})
 		}},
 		{cfg.Standard, func() route.Route {
-			return routes.StandardWebhooks(cfg.Standard.Key, routes.Target{Organization: cfg.Standard.Organization, WorkflowName: cfg.Standard.WorkflowName}, now)
+			return route.StandardWebhooks(cfg.Standard.Key, route.Target{Organization: cfg.Standard.Organization, WorkflowName: cfg.Standard.WorkflowName}, now)
 		}},
 	}
 	for _, s := range shipped {

@@ -1,7 +1,7 @@
-// Package routes holds the webhook routes this service ships (contract §5): GitHub and
-// Standard Webhooks. Each is built from its settings and registered at boot only when its
-// secret is configured.
-package routes
+package route
+
+// The webhook routes this service ships: GitHub and Standard Webhooks. Each is built from its
+// settings and registered at boot only when its secret is configured.
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"svc.dev/libs/wire"
-	"svc.dev/services/webhook-ingress/internal/domain/route"
 	"svc.dev/services/webhook-ingress/internal/domain/signature"
 )
 
@@ -40,22 +39,22 @@ const GitHubInputSchema = `{
 // X-GitHub-Delivery, input {event, delivery, payload}. As for every route, a body that is not
 // application/json is the empty object (the seed's rule): a form-encoded delivery dispatches
 // with payload {} once its signature over the raw bytes holds.
-func GitHub(secret []byte, t Target) route.Route {
-	return route.Route{
+func GitHub(secret []byte, t Target) Route {
+	return Route{
 		Path: "/github", Method: http.MethodPost,
 		Organization: t.Organization, WorkflowName: t.WorkflowName,
 		InputSchema: []byte(GitHubInputSchema),
-		FromRequest: func(_ context.Context, req route.Request) (any, error) {
+		FromRequest: func(_ context.Context, req Request) (any, error) {
 			if err := signature.VerifyGitHub(secret, req.Headers.Get(signature.GitHubHeader), req.RawBody); err != nil {
-				return nil, &route.SignatureError{Reason: signature.GitHubHeader + ": " + err.Error()}
+				return nil, &SignatureError{Reason: signature.GitHubHeader + ": " + err.Error()}
 			}
 			event := req.Headers.Get("X-GitHub-Event")
 			if event == "" {
-				return nil, route.Rejectf("the X-GitHub-Event header is required")
+				return nil, Rejectf("the X-GitHub-Event header is required")
 			}
 			return map[string]any{"event": event, "delivery": req.Headers.Get("X-GitHub-Delivery"), "payload": req.Body}, nil
 		},
-		IdempotencyKey: func(req route.Request) (string, error) {
+		IdempotencyKey: func(req Request) (string, error) {
 			return headerKey(req, "X-GitHub-Delivery")
 		},
 		// Only the body is signed: a captured delivery replayed under a new X-GitHub-Delivery
@@ -79,12 +78,12 @@ const StandardInputSchema = `{
 // webhook-timestamp, webhook-signature, 5-minute tolerance) with key, key webhook-id, input
 // {source, event: <body>}; a body of another content type is {} (its signature is still
 // checked over the raw bytes). now is the clock the tolerance is measured with.
-func StandardWebhooks(key []byte, t Target, now func() time.Time) route.Route {
-	return route.Route{
+func StandardWebhooks(key []byte, t Target, now func() time.Time) Route {
+	return Route{
 		Path: "/events/:source", Method: http.MethodPost,
 		Organization: t.Organization, WorkflowName: t.WorkflowName,
 		InputSchema: []byte(StandardInputSchema),
-		FromRequest: func(_ context.Context, req route.Request) (any, error) {
+		FromRequest: func(_ context.Context, req Request) (any, error) {
 			err := signature.VerifyStandard(key, signature.StandardDelivery{
 				ID:        req.Headers.Get(signature.StandardIDHeader),
 				Timestamp: req.Headers.Get(signature.StandardTimestampHeader),
@@ -92,11 +91,11 @@ func StandardWebhooks(key []byte, t Target, now func() time.Time) route.Route {
 				Body:      req.RawBody,
 			}, now())
 			if err != nil {
-				return nil, &route.SignatureError{Reason: standardReason(err)}
+				return nil, &SignatureError{Reason: standardReason(err)}
 			}
 			return map[string]any{"source": req.Params["source"], "event": req.Body}, nil
 		},
-		IdempotencyKey: func(req route.Request) (string, error) {
+		IdempotencyKey: func(req Request) (string, error) {
 			return headerKey(req, signature.StandardIDHeader)
 		},
 	}
@@ -115,16 +114,16 @@ func standardReason(err error) string {
 	}
 }
 
-func headerKey(req route.Request, name string) (string, error) {
+func headerKey(req Request, name string) (string, error) {
 	k := req.Headers.Get(name)
 	switch {
 	case k == "":
-		return "", route.Rejectf("the %s header is required", name)
+		return "", Rejectf("the %s header is required", name)
 	case len(k) > maxKeyLength:
-		return "", route.Rejectf("the %s header must be at most %d characters", name, maxKeyLength)
+		return "", Rejectf("the %s header must be at most %d characters", name, maxKeyLength)
 	case !wire.PlainText(k):
 		// A header may carry any byte; the key is stored as text and compared as such.
-		return "", route.Rejectf("the %s header must be UTF-8 text without control characters", name)
+		return "", Rejectf("the %s header must be UTF-8 text without control characters", name)
 	}
 	return k, nil
 }

@@ -1,4 +1,4 @@
-package routes_test
+package route_test
 
 import (
 	"context"
@@ -13,10 +13,9 @@ import (
 
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 	"svc.dev/services/webhook-ingress/internal/domain/signature"
-	"svc.dev/services/webhook-ingress/internal/routes"
 )
 
-var target = routes.Target{Organization: "org_x", WorkflowName: "wf"} //nolint:gochecknoglobals // test fixture
+var target = route.Target{Organization: "org_x", WorkflowName: "wf"} //nolint:gochecknoglobals // test fixture
 
 func request(body string, contentType string, hdr ...string) route.Request {
 	h := http.Header{}
@@ -52,7 +51,7 @@ func requireKind(t *testing.T, err error, kind string) {
 func TestGitHub(t *testing.T) {
 	t.Parallel()
 	secret := []byte("gh-secret")
-	r := routes.GitHub(secret, target)
+	r := route.GitHub(secret, target)
 	require.True(t, r.SignedBodyOnly, "GitHub signs the body alone: its digest is a second key")
 	body := `{"zen":"Keep it logically awesome.","hook_id":1}`
 	sig := signature.SignGitHub(secret, []byte(body))
@@ -95,7 +94,7 @@ func TestStandardWebhooks(t *testing.T) {
 	key, err := signature.ParseStandardSecret("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	require.NoError(t, err)
 	now := time.Unix(1_800_000_000, 0)
-	r := routes.StandardWebhooks(key, target, func() time.Time { return now })
+	r := route.StandardWebhooks(key, target, func() time.Time { return now })
 	body := `{"type":"invoice.paid","data":{"id":7}}`
 	signed := func(id string, at time.Time, b string, contentType string) route.Request {
 		ts := strconv.FormatInt(at.Unix(), 10)
@@ -135,9 +134,9 @@ func TestStandardWebhooks(t *testing.T) {
 // shape do not.
 func TestSchemas(t *testing.T) {
 	t.Parallel()
-	gh, err := route.CompileSchema([]byte(routes.GitHubInputSchema))
+	gh, err := route.CompileSchema([]byte(route.GitHubInputSchema))
 	require.NoError(t, err)
-	std, err := route.CompileSchema([]byte(routes.StandardInputSchema))
+	std, err := route.CompileSchema([]byte(route.StandardInputSchema))
 	require.NoError(t, err)
 	require.NoError(t, gh.Validate(map[string]any{"event": "push", "delivery": "d", "payload": map[string]any{}}))
 	require.Error(t, gh.Validate(map[string]any{"event": "push", "delivery": "d", "payload": []any{}}))
