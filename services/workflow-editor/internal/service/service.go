@@ -13,8 +13,8 @@ import (
 	"svc.dev/libs/env"
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/gen/editor/v1/editorv1connect"
-	"svc.dev/services/workflow-editor/internal/adapters/catalogepoch"
 	"svc.dev/services/workflow-editor/internal/adapters/postgres"
+	"svc.dev/services/workflow-editor/internal/adapters/redis"
 	"svc.dev/services/workflow-editor/internal/app"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 	"svc.dev/services/workflow-editor/internal/ports/httpapi"
@@ -70,7 +70,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// marks the editor degraded, not unready (the orchestrators then read every snapshot here).
 	base.Optional["redis"] = base.Checks["redis"]
 	delete(base.Checks, "redis")
-	repo := catalogepoch.NewRepository(postgres.NewWorkflowRepository(base.Pool), catalogepoch.NewRedisEpochs(base.Redis, base.Keys), log)
+	repo := redis.NewRepository(postgres.NewWorkflowRepository(base.Pool), redis.NewRedisEpochs(base.Redis, base.Keys), log)
 	application := app.New(repo, catalog, time.Now)
 	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
 		base.RPCHandlerOptions()...)

@@ -1,4 +1,4 @@
-package catalogepoch_test
+package redis_test
 
 import (
 	"context"
@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/libs/testkit"
-	"svc.dev/services/workflow-editor/internal/adapters/catalogepoch"
 	"svc.dev/services/workflow-editor/internal/adapters/memory"
+	"svc.dev/services/workflow-editor/internal/adapters/redis"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 	"svc.dev/services/workflow-editor/internal/domain/workflow/workflowtest"
 )
@@ -20,9 +20,9 @@ import (
 func TestRepositoryContract(t *testing.T) {
 	t.Parallel()
 	rdb, keys := testkit.NewRedis(t)
-	epochs := catalogepoch.NewRedisEpochs(rdb, keys)
+	epochs := redis.NewRedisEpochs(rdb, keys)
 	workflowtest.RunRepositoryContract(t, func(*testing.T) workflow.Repository {
-		return catalogepoch.NewRepository(memory.NewWorkflowRepository(), epochs, slog.New(slog.DiscardHandler))
+		return redis.NewRepository(memory.NewWorkflowRepository(), epochs, slog.New(slog.DiscardHandler))
 	})
 }
 
@@ -30,7 +30,7 @@ func TestRepositoryContract(t *testing.T) {
 func TestRedisEpochsPerOrganization(t *testing.T) {
 	t.Parallel()
 	rdb, keys := testkit.NewRedis(t)
-	e := catalogepoch.NewRedisEpochs(rdb, keys)
+	e := redis.NewRedisEpochs(rdb, keys)
 	ctx := t.Context()
 	require.Equal(t, keys.Key("workflows", "epoch", "org_a"), e.Key("org_a"))
 	require.NoError(t, e.Bump(ctx, "org_a"))
@@ -63,7 +63,7 @@ func (b *countingBumper) Bump(_ context.Context, org string) error {
 func TestRepositoryBumpsAfterWrites(t *testing.T) {
 	t.Parallel()
 	b := &countingBumper{n: map[string]int{}}
-	repo := catalogepoch.NewRepository(memory.NewWorkflowRepository(), b, slog.New(slog.DiscardHandler))
+	repo := redis.NewRepository(memory.NewWorkflowRepository(), b, slog.New(slog.DiscardHandler))
 	ctx := t.Context()
 	w, err := workflow.New("wf_1", "org_a", "one", "", time.Now())
 	require.NoError(t, err)

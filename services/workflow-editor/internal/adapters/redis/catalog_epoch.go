@@ -1,9 +1,9 @@
-// Package catalogepoch keeps, per organization, a Redis counter that moves forward after every
-// write to the organization's workflows, before the write is answered. run-orchestrator keeps
-// the snapshots it reads from this service only while the counter still holds the value it
-// read before reading them (its internal/adapters/catalogepochs), so a change that returned
-// is seen by the very next start.
-package catalogepoch
+// Package redis holds workflow-editor's Redis adapter: the catalog epoch, per organization a
+// counter that moves forward after every write to the organization's workflows, before the
+// write is answered. run-orchestrator keeps the snapshots it reads from this service only
+// while the counter still holds the value it read before reading them (its Redis adapter
+// reads the same keys), so a change that returned is seen by the very next start.
+package redis
 
 import (
 	"context"
