@@ -20,9 +20,9 @@ import (
 	"svc.dev/libs/ratelimit"
 	"svc.dev/libs/web"
 	"svc.dev/services/gateway/internal/adapters/identityclient"
-	"svc.dev/services/gateway/internal/adapters/ratelimiter"
+	"svc.dev/services/gateway/internal/adapters/redis"
 	"svc.dev/services/gateway/internal/app"
-	httpport "svc.dev/services/gateway/internal/ports/http"
+	"svc.dev/services/gateway/internal/ports/httpapi"
 )
 
 // Name is the service's name in logs and spans.
@@ -37,7 +37,7 @@ type Config struct {
 	// every path but the seed's open ones needs credentials.
 	AdminAddr string
 	// Peers maps each service to its base URL.
-	Peers map[httpport.Peer]string
+	Peers map[httpapi.Peer]string
 	// RateLimitPerMinute is the capacity and the per-minute refill of each (organization,
 	// principal) bucket.
 	RateLimitPerMinute int
@@ -80,12 +80,12 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	cfg := Config{
 		PublicAddr: r.Addr("SVC_PUBLIC_ADDR", ":8080"),
 		AdminAddr:  r.Addr("SVC_GATEWAY_ADMIN_ADDR", ":8090"),
-		Peers: map[httpport.Peer]string{
-			httpport.Identity:     r.URL("SVC_IDENTITY_URL", "http://127.0.0.1:8081", "http", "https"),
-			httpport.Editor:       r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
-			httpport.Orchestrator: r.URL("SVC_ORCHESTRATOR_URL", "http://127.0.0.1:8083", "http", "https"),
-			httpport.Scheduler:    r.URL("SVC_SCHEDULER_URL", "http://127.0.0.1:8084", "http", "https"),
-			httpport.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
+		Peers: map[httpapi.Peer]string{
+			httpapi.Identity:     r.URL("SVC_IDENTITY_URL", "http://127.0.0.1:8081", "http", "https"),
+			httpapi.Editor:       r.URL("SVC_EDITOR_URL", "http://127.0.0.1:8082", "http", "https"),
+			httpapi.Orchestrator: r.URL("SVC_ORCHESTRATOR_URL", "http://127.0.0.1:8083", "http", "https"),
+			httpapi.Scheduler:    r.URL("SVC_SCHEDULER_URL", "http://127.0.0.1:8084", "http", "https"),
+			httpapi.Webhook:      r.URL("SVC_WEBHOOK_URL", "http://127.0.0.1:8085", "http", "https"),
 		},
 		RateLimitPerMinute: r.Int("SVC_RATE_LIMIT_PER_MINUTE", 60, 1, 1_000_000),
 		GuardCacheTTL:      r.Duration("SVC_GUARD_CACHE_TTL", 5*time.Second),
@@ -93,12 +93,12 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	}
 	// Unset, a user's and an organization's stream ceilings are a few principals' worth of
 	// whatever the principal's is.
-	perPrincipal := r.Int("SVC_GATEWAY_MAX_STREAMS", httpport.DefaultMaxStreams, 1, 100_000)
-	streams := httpport.StreamLimitsFor(perPrincipal)
+	perPrincipal := r.Int("SVC_GATEWAY_MAX_STREAMS", httpapi.DefaultMaxStreams, 1, 100_000)
+	streams := httpapi.StreamLimitsFor(perPrincipal)
 	cfg.MaxStreams = app.StreamLimits{
 		PerPrincipal:    perPrincipal,
-		PerUser:         r.Int("SVC_GATEWAY_MAX_STREAMS_PER_USER", streams.PerUser, 1, httpport.MaxStreamCeiling),
-		PerOrganization: r.Int("SVC_GATEWAY_MAX_STREAMS_PER_ORG", streams.PerOrganization, 1, httpport.MaxStreamCeiling),
+		PerUser:         r.Int("SVC_GATEWAY_MAX_STREAMS_PER_USER", streams.PerUser, 1, httpapi.MaxStreamCeiling),
+		PerOrganization: r.Int("SVC_GATEWAY_MAX_STREAMS_PER_ORG", streams.PerOrganization, 1, httpapi.MaxStreamCeiling),
 	}
 	// Unset, the organization's bucket is ten principals' worth of whatever the principal's is.
 	cfg.RateLimitOrgPerMinute = r.Int("SVC_RATE_LIMIT_ORG_PER_MINUTE",
@@ -128,8 +128,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	if err != nil {
 		return nil, err
 	}
-	upstreams := map[httpport.Peer]httpport.Upstream{}
-	clients := map[httpport.Peer]*httpclient.Client{}
+	upstreams := map[httpapi.Peer]httpapi.Upstream{}
+	clients := map[httpapi.Peer]*httpclient.Client{}
 	for peer, raw := range cfg.Peers {
 		u, _ := url.Parse(raw) // validated by LoadConfig
 		c := httpclient.New(httpclient.Config{
@@ -138,32 +138,32 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 			Service: "",
 		})
 		clients[peer] = c
-		upstreams[peer] = httpport.Upstream{URL: u, Transport: c.Transport()}
+		upstreams[peer] = httpapi.Upstream{URL: u, Transport: c.Transport()}
 	}
 	// Resolve calls are signed as the gateway itself: they happen before any identity exists.
 	resolveHTTP := httpclient.New(httpclient.Config{
-		Peer: "identity-rpc", BaseURL: cfg.Peers[httpport.Identity], Signer: base.Signer,
+		Peer: "identity-rpc", BaseURL: cfg.Peers[httpapi.Identity], Signer: base.Signer,
 		Telemetry: base.Tel, Service: Name, Timeout: 5 * time.Second,
 	})
 	resolver := identityclient.New(resolveHTTP.HTTP(), resolveHTTP.BaseURL(), connect.WithInterceptors(base.RPCInterceptors()...))
 	// Token buckets in Redis; in process, per replica, while Redis fails (libs/ratelimit).
 	limiter := ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter})
 	buckets := app.CountRefusals(
-		ratelimiter.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute), ratelimit.PerMinute(cfg.RateLimitOrgPerMinute)),
+		redis.NewRedisRateLimiter(limiter, ratelimit.PerMinute(cfg.RateLimitPerMinute), ratelimit.PerMinute(cfg.RateLimitOrgPerMinute)),
 		base.Tel.Meter)
 	// Identities are reused for at most GuardCacheTTL while identity's revocation epoch stays
 	// put (app.CachingResolver), so a revocation still fails the very next request.
 	var guardResolver app.Resolver = resolver
 	if cfg.GuardCacheTTL > 0 {
-		guardResolver = app.NewCachingResolver(resolver, ratelimiter.NewRedisEpochReader(base.Redis, base.Keys),
+		guardResolver = app.NewCachingResolver(resolver, redis.NewRedisEpochReader(base.Redis, base.Keys),
 			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
 	}
-	gw := httpport.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
+	gw := httpapi.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
 		WithTrustedOrigins(cfg.Origins)
 	if base.Redis != nil {
 		// The caps on open streams hold across replicas, counted in Redis (on each replica
 		// alone while Redis fails).
-		gw = gw.WithStreamSlots(ratelimiter.NewRedisStreamSlots(base.Redis, base.Keys, ratelimiter.DefaultStreamLease))
+		gw = gw.WithStreamSlots(redis.NewRedisStreamSlots(base.Redis, base.Keys, redis.DefaultStreamLease))
 	}
 
 	// The gateway's own /ready: identity (the guard) is required. Redis is not: without it the
@@ -172,7 +172,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	base.Optional["redis"] = base.Checks["redis"]
 	delete(base.Checks, "redis")
 	base.Checks["identity"] = func(ctx context.Context) error {
-		return clients[httpport.Identity].Do(ctx, http.MethodGet, "/health", nil, nil)
+		return clients[httpapi.Identity].Do(ctx, http.MethodGet, "/health", nil, nil)
 	}
 	return &Application{
 		base:      base,

@@ -20,15 +20,13 @@ import (
 	"svc.dev/libs/ratelimit"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/identity/internal/adapters/argon"
-	"svc.dev/services/identity/internal/adapters/epoch"
-	"svc.dev/services/identity/internal/adapters/keyusage"
-	"svc.dev/services/identity/internal/adapters/limiter"
 	"svc.dev/services/identity/internal/adapters/mail"
 	"svc.dev/services/identity/internal/adapters/postgres"
+	"svc.dev/services/identity/internal/adapters/redis"
 	"svc.dev/services/identity/internal/app"
 	"svc.dev/services/identity/internal/app/port"
 	"svc.dev/services/identity/internal/domain/session"
-	httpport "svc.dev/services/identity/internal/ports/http"
+	"svc.dev/services/identity/internal/ports/httpapi"
 	"svc.dev/services/identity/internal/ports/rpc"
 	"svc.dev/services/identity/migrations"
 )
@@ -51,7 +49,7 @@ type Config struct {
 	// scheme decides the cookie's Secure attribute, and mailed links point at it.
 	PublicURL *url.URL
 	// Origins are the trusted origins: PublicURL's and SVC_TRUSTED_ORIGINS.
-	Origins httpport.Origins
+	Origins httpapi.Origins
 	// AuthSecret signs session cookies: SVC_AUTH_SECRET, or one derived from
 	// SVC_INTERNAL_SECRET when that is unset.
 	AuthSecret []byte
@@ -107,10 +105,10 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		cfg.PublicURL = u
 	}
 	trusted := strings.Split(r.String("SVC_TRUSTED_ORIGINS", ""), ",")
-	if cfg.Origins, err = httpport.NewOrigins(trusted...); err != nil {
+	if cfg.Origins, err = httpapi.NewOrigins(trusted...); err != nil {
 		errs = append(errs, fmt.Errorf("setting SVC_TRUSTED_ORIGINS: %w", err))
 	} else if cfg.PublicURL != nil {
-		own, err := httpport.NewOrigins(public)
+		own, err := httpapi.NewOrigins(public)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("setting SVC_PUBLIC_URL: %w", err))
 		}
@@ -144,7 +142,7 @@ type Application struct {
 	base    *boot.Base
 	addr    string
 	handler http.Handler
-	usage   *keyusage.Recorder
+	usage   *postgres.Recorder
 }
 
 // NewApplication connects the stores, applies migrations and assembles the HTTP surface.
@@ -161,8 +159,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 
 	// --- adapters ------------------------------------------------------------------------
 	repos := postgres.Repositories(base.Pool, cfg.Ceilings)
-	usage := keyusage.NewRecorder(repos.Keys, KeyUsageInterval, log)
-	limits := limiter.Limits(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}))
+	usage := postgres.NewRecorder(repos.Keys, KeyUsageInterval, log)
+	limits := redis.Limits(ratelimit.NewWithOptions(base.Redis, base.Keys, log, ratelimit.Options{Meter: base.Tel.Meter}))
 	// One gate for the process: memory for argon2id stays at HashSlots × 19 MiB whatever
 	// arrives on the open routes.
 	hasher := argon.NewGate(argon.New(argon.DefaultParams()), cfg.HashSlots, cfg.HashWait)
@@ -195,13 +193,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	delete(base.Checks, "redis")
 
 	// --- ports ---------------------------------------------------------------------------
-	server := httpport.NewServer(a, httpport.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer,
-		Revocations: epoch.NewRedisEpoch(base.Redis, base.Keys)}, log)
+	server := httpapi.NewServer(a, httpapi.Config{PublicURL: cfg.PublicURL, Origins: cfg.Origins, Signer: signer, Internal: base.Signer,
+		Revocations: redis.NewRedisEpoch(base.Redis, base.Keys)}, log)
 	rpcPath, rpcHandler := identityv1connect.NewIdentityServiceHandler(rpc.NewIdentityServer(a.Queries.Resolve, a.Queries.LookupOrganization, signer, log),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(server),
-		OpenPrefixes: []string{"/api/auth/", httpport.BootstrapPath},
+		API:          httpapi.NewRouter(server),
+		OpenPrefixes: []string{"/api/auth/", httpapi.BootstrapPath},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})
 	return &Application{base: base, addr: cfg.Addr, handler: handler, usage: usage}, nil

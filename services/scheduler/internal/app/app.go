@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"svc.dev/services/scheduler/internal/app/command"
+	"svc.dev/services/scheduler/internal/app/port"
 	"svc.dev/services/scheduler/internal/app/query"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
@@ -33,7 +34,7 @@ type Queries struct {
 }
 
 // New wires the use cases; now is the clock.
-func New(repo schedule.Repository, queue schedule.FireQueue, workflows command.Workflows, dispatcher command.Dispatcher,
+func New(repo schedule.Repository, queue schedule.FireQueue, workflows port.Workflows, dispatcher port.Dispatcher,
 	tick command.TickConfig, now func() time.Time, log *slog.Logger,
 ) Application {
 	return Application{

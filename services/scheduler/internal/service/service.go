@@ -19,7 +19,7 @@ import (
 	"svc.dev/services/scheduler/internal/adapters/postgres"
 	"svc.dev/services/scheduler/internal/app"
 	"svc.dev/services/scheduler/internal/app/command"
-	httpport "svc.dev/services/scheduler/internal/ports/http"
+	"svc.dev/services/scheduler/internal/ports/httpapi"
 	"svc.dev/services/scheduler/migrations"
 )
 
@@ -92,7 +92,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	}
 	application := app.New(repo, repo, editor, orchestrator, sizes, now, log)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(application, log),
+		API:          httpapi.NewRouter(application, log),
 		OpenPrefixes: []string{},
 	})
 	return &Application{base: base, app: application, addr: cfg.Addr, tick: cfg.Tick, handler: handler}, nil

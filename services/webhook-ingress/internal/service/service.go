@@ -22,8 +22,7 @@ import (
 	"svc.dev/services/webhook-ingress/internal/app"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 	"svc.dev/services/webhook-ingress/internal/domain/signature"
-	httpport "svc.dev/services/webhook-ingress/internal/ports/http"
-	"svc.dev/services/webhook-ingress/internal/routes"
+	"svc.dev/services/webhook-ingress/internal/ports/httpapi"
 )
 
 // Name is the service's name in logs, spans and the database's pg_stat_activity.
@@ -143,8 +142,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 			connect.WithInterceptors(base.RPCInterceptors()...)),
 		log)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(registry, deliver, log),
-		OpenPrefixes: []string{httpport.Prefix + "/"},
+		API:          httpapi.NewRouter(registry, deliver, log),
+		OpenPrefixes: []string{httpapi.Prefix + "/"},
 	})
 	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil
 }
@@ -158,10 +157,10 @@ func NewRegistry(ctx context.Context, cfg Config, now func() time.Time, log *slo
 		build func() route.Route
 	}{
 		{cfg.GitHub, func() route.Route {
-			return routes.GitHub(cfg.GitHub.Key, routes.Target{Organization: cfg.GitHub.Organization, WorkflowName: cfg.GitHub.WorkflowName})
+			return route.GitHub(cfg.GitHub.Key, route.Target{Organization: cfg.GitHub.Organization, WorkflowName: cfg.GitHub.WorkflowName})
 		}},
 		{cfg.Standard, func() route.Route {
-			return routes.StandardWebhooks(cfg.Standard.Key, routes.Target{Organization: cfg.Standard.Organization, WorkflowName: cfg.Standard.WorkflowName}, now)
+			return route.StandardWebhooks(cfg.Standard.Key, route.Target{Organization: cfg.Standard.Organization, WorkflowName: cfg.Standard.WorkflowName}, now)
 		}},
 	}
 	for _, s := range shipped {

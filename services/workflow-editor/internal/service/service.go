@@ -13,11 +13,11 @@ import (
 	"svc.dev/libs/env"
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/gen/editor/v1/editorv1connect"
-	"svc.dev/services/workflow-editor/internal/adapters/catalogepoch"
 	"svc.dev/services/workflow-editor/internal/adapters/postgres"
+	"svc.dev/services/workflow-editor/internal/adapters/redis"
 	"svc.dev/services/workflow-editor/internal/app"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
-	httpport "svc.dev/services/workflow-editor/internal/ports/http"
+	"svc.dev/services/workflow-editor/internal/ports/httpapi"
 	"svc.dev/services/workflow-editor/internal/ports/rpc"
 	"svc.dev/services/workflow-editor/migrations"
 )
@@ -70,12 +70,12 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	// marks the editor degraded, not unready (the orchestrators then read every snapshot here).
 	base.Optional["redis"] = base.Checks["redis"]
 	delete(base.Checks, "redis")
-	repo := catalogepoch.NewRepository(postgres.NewWorkflowRepository(base.Pool), catalogepoch.NewRedisEpochs(base.Redis, base.Keys), log)
+	repo := redis.NewRepository(postgres.NewWorkflowRepository(base.Pool), redis.NewRedisEpochs(base.Redis, base.Keys), log)
 	application := app.New(repo, catalog, time.Now)
 	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API:          httpport.NewRouter(application, log),
+		API:          httpapi.NewRouter(application, log),
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})

@@ -4,7 +4,6 @@
 package user
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/mail"
@@ -150,14 +149,4 @@ func (u *User) ChangePassword(passwordHash string, revokeSessions bool, now time
 	u.revokeSessions = u.revokeSessions || revokeSessions
 	u.passwordChanged = true
 	u.updatedAt = now.UTC().Truncate(time.Millisecond)
-}
-
-// Repository stores users.
-type Repository interface {
-	Get(ctx context.Context, id string) (*User, error)
-	ByEmail(ctx context.Context, email string) (*User, error)
-	// Update loads the user under a row lock, applies updateFunc and saves the result (and
-	// revokes its sessions when asked, and deletes its reset tokens when its password
-	// changed) in one transaction.
-	Update(ctx context.Context, id string, updateFunc func(ctx context.Context, u *User) error) error
 }

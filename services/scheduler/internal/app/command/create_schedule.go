@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"svc.dev/libs/wire"
+	"svc.dev/services/scheduler/internal/app/port"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
 
@@ -24,12 +25,12 @@ type CreateSchedule struct {
 // CreateScheduleHandler handles CreateSchedule.
 type CreateScheduleHandler struct {
 	repo      schedule.Repository
-	workflows Workflows
+	workflows port.Workflows
 	now       func() time.Time
 }
 
 // NewCreateScheduleHandler returns the handler.
-func NewCreateScheduleHandler(repo schedule.Repository, workflows Workflows, now func() time.Time) CreateScheduleHandler {
+func NewCreateScheduleHandler(repo schedule.Repository, workflows port.Workflows, now func() time.Time) CreateScheduleHandler {
 	if repo == nil || workflows == nil || now == nil {
 		panic("nil dependency")
 	}
@@ -61,7 +62,7 @@ var ErrWorkflowsUnavailable = errors.New("the workflow editor is unavailable")
 
 // CheckWorkflow returns schedule.ErrWorkflowNotFound unless the organization has the workflow,
 // or an error wrapping ErrWorkflowsUnavailable when the editor could not say.
-func CheckWorkflow(ctx context.Context, workflows Workflows, org, id string) error {
+func CheckWorkflow(ctx context.Context, workflows port.Workflows, org, id string) error {
 	if !wire.ValidID(wire.Workflow, id) {
 		return schedule.ErrWorkflowNotFound
 	}

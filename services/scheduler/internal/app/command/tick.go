@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"svc.dev/services/scheduler/internal/app/port"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
 
@@ -47,14 +48,14 @@ type TickResult struct {
 // then dispatches the pending fires, while it claims, through the Dispatcher.
 type TickHandler struct {
 	queue      schedule.FireQueue
-	dispatcher Dispatcher
+	dispatcher port.Dispatcher
 	cfg        TickConfig
 	now        func() time.Time
 	log        *slog.Logger
 }
 
 // NewTickHandler returns the handler.
-func NewTickHandler(queue schedule.FireQueue, dispatcher Dispatcher, cfg TickConfig, now func() time.Time, log *slog.Logger) TickHandler {
+func NewTickHandler(queue schedule.FireQueue, dispatcher port.Dispatcher, cfg TickConfig, now func() time.Time, log *slog.Logger) TickHandler {
 	if queue == nil || dispatcher == nil || now == nil || log == nil {
 		panic("nil dependency")
 	}

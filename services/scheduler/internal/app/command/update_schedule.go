@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"time"
 
+	"svc.dev/services/scheduler/internal/app/port"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
 
@@ -23,12 +24,12 @@ type UpdateSchedule struct {
 // UpdateScheduleHandler handles UpdateSchedule.
 type UpdateScheduleHandler struct {
 	repo      schedule.Repository
-	workflows Workflows
+	workflows port.Workflows
 	now       func() time.Time
 }
 
 // NewUpdateScheduleHandler returns the handler.
-func NewUpdateScheduleHandler(repo schedule.Repository, workflows Workflows, now func() time.Time) UpdateScheduleHandler {
+func NewUpdateScheduleHandler(repo schedule.Repository, workflows port.Workflows, now func() time.Time) UpdateScheduleHandler {
 	if repo == nil || workflows == nil || now == nil {
 		panic("nil dependency")
 	}

@@ -7,6 +7,7 @@ import (
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/scheduler/internal/app/command"
+	"svc.dev/services/scheduler/internal/app/port"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
 
@@ -41,11 +42,11 @@ type SchedulePage struct {
 // ListSchedulesHandler handles ListSchedules.
 type ListSchedulesHandler struct {
 	repo      schedule.Repository
-	workflows command.Workflows
+	workflows port.Workflows
 }
 
 // NewListSchedulesHandler returns the handler.
-func NewListSchedulesHandler(repo schedule.Repository, workflows command.Workflows) ListSchedulesHandler {
+func NewListSchedulesHandler(repo schedule.Repository, workflows port.Workflows) ListSchedulesHandler {
 	if repo == nil || workflows == nil {
 		panic("nil repo or workflows")
 	}

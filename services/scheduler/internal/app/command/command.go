@@ -1,0 +1,2 @@
+// Package command holds the use cases that change schedules and fire them.
+package command
