@@ -20,15 +20,6 @@ import (
 // under internal/adapters; deeper packages belong to that adapter).
 var adapterPkg = regexp.MustCompile(`^svc\.dev/services/([^/]+)/internal/adapters/([^/]+)`) //nolint:gochecknoglobals // a constant pattern
 
-// pendingExclusions are imports that break the rule today and are being removed. TEMPORARY:
-// run-orchestrator's riverjobs is being restructured so that it no longer reaches into its
-// sibling adapters; delete each line as its import goes (the test fails on a line that no
-// longer matches, so the list cannot go stale). Add nothing here.
-var pendingExclusions = map[string]bool{ //nolint:gochecknoglobals // test fixture
-	"svc.dev/services/run-orchestrator/internal/adapters/riverjobs -> svc.dev/services/run-orchestrator/internal/adapters/executors": true,
-	"svc.dev/services/run-orchestrator/internal/adapters/riverjobs -> svc.dev/services/run-orchestrator/internal/adapters/runstore":  true,
-}
-
 type listedPackage struct {
 	ImportPath string
 	Imports    []string
@@ -56,7 +47,7 @@ func TestAdaptersImportNoOtherAdapter(t *testing.T) {
 
 	out := goList(t, root, append([]string{"-e", "-json=ImportPath,Imports"}, patterns...)...)
 	dec := json.NewDecoder(strings.NewReader(out))
-	checked, used := 0, map[string]bool{}
+	checked := 0
 	for {
 		var p listedPackage
 		if err := dec.Decode(&p); errors.Is(err, io.EOF) {
@@ -74,20 +65,10 @@ func TestAdaptersImportNoOtherAdapter(t *testing.T) {
 			if to == nil || to[1] != from[1] || to[2] == from[2] {
 				continue
 			}
-			edge := p.ImportPath + " -> " + imp
-			if pendingExclusions[edge] {
-				used[edge] = true
-				continue
-			}
 			t.Errorf("%s imports %s: an adapter must not import another adapter; compose them in internal/service, or move what both need into the domain or the app's ports", p.ImportPath, imp)
 		}
 	}
 	require.Positive(t, checked, "no adapter packages found")
-	for edge := range pendingExclusions {
-		if !used[edge] {
-			t.Errorf("pending exclusion %q no longer matches an import: delete it", edge)
-		}
-	}
 }
 
 func goList(t *testing.T, dir string, args ...string) string {

@@ -25,9 +25,8 @@ var t0 = time.Date(2026, time.November, 22, 2, 6, 44, 537_000_000, time.UTC)
 // at is t0 plus n milliseconds.
 func at(n int64) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
 
-// Retry policies as the catalog gives them to log, fail and http.request.
+// Retry policies as the catalog gives them to fail and http.request.
 var (
-	policyOne  = run.RetryPolicy{MaxAttempts: 1, InitialIntervalMS: 100, BackoffCoefficient: 2, MaxIntervalMS: 1000}
 	policyFail = run.RetryPolicy{MaxAttempts: 3, InitialIntervalMS: 100, BackoffCoefficient: 2, MaxIntervalMS: 1000}
 	policyHTTP = run.RetryPolicy{MaxAttempts: 3, InitialIntervalMS: 500, BackoffCoefficient: 2, MaxIntervalMS: 10000}
 )
