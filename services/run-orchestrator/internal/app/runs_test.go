@@ -10,13 +10,15 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/command"
+	"svc.dev/services/run-orchestrator/internal/app/port"
+	"svc.dev/services/run-orchestrator/internal/app/query"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
 // storeDown is a reader and an engine whose Postgres answers "the database system is shutting
 // down", as during a restart.
-type storeDown struct{ app.Engine }
+type storeDown struct{ port.Engine }
 
 var errShuttingDown = fmt.Errorf("get run: %w", &pgconn.PgError{Code: "57P03", Message: "the database system is shutting down"})
 
@@ -24,8 +26,8 @@ func (storeDown) Get(context.Context, string, string) (run.Record, error) {
 	return run.Record{}, errShuttingDown
 }
 
-func (storeDown) List(context.Context, string, run.ListFilter, int64) (app.RunPage, error) {
-	return app.RunPage{}, errShuttingDown
+func (storeDown) List(context.Context, string, run.ListFilter, int64) (port.RunPage, error) {
+	return port.RunPage{}, errShuttingDown
 }
 
 func (storeDown) Logs(context.Context, string, string, int64, int, int64) ([]run.Attempt, error) {
@@ -49,18 +51,19 @@ func (storeDown) Signal(context.Context, string, string, string, json.RawMessage
 // (the chaos suite saw 500s while Postgres restarted).
 func TestRunsStoreUnavailable(t *testing.T) {
 	t.Parallel()
-	runs := app.NewRuns(storeDown{}, storeDown{})
-	var ue *app.UnavailableError
-	_, err := runs.Reader().Get(context.Background(), "org", "run_x")
+	runs := query.NewRuns(storeDown{})
+	cancel, signal := command.NewCancelRunHandler(storeDown{}), command.NewSignalRunHandler(storeDown{})
+	var ue *port.UnavailableError
+	_, err := runs.Get(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)
-	_, err = runs.Reader().Logs(context.Background(), "org", "run_x", 0, 10, app.PageBytes)
+	_, err = runs.Logs(context.Background(), "org", "run_x", 0, 10, port.PageBytes)
 	require.ErrorAs(t, err, &ue)
-	_, err = runs.Reader().WaitingForWorker(context.Background(), "org", "run_x")
+	_, err = runs.WaitingForWorker(context.Background(), "org", "run_x")
 	require.ErrorAs(t, err, &ue)
-	_, err = runs.Cancel(context.Background(), "org", "run_x")
+	_, err = cancel.Handle(context.Background(), command.CancelRun{OrganizationID: "org", RunID: "run_x"})
 	require.ErrorAs(t, err, &ue)
-	var ce *app.CancelError
+	var ce *port.CancelError
 	require.False(t, errors.As(err, &ce))
-	_, err = runs.Signal(context.Background(), "org", "run_x", "go", nil)
+	_, err = signal.Handle(context.Background(), command.SignalRun{OrganizationID: "org", RunID: "run_x", Name: "go"})
 	require.ErrorAs(t, err, &ue)
 }

@@ -86,7 +86,6 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	if err != nil {
 		return nil, err
 	}
-	store.RunAtDispatch(runs.FinishAtDispatch)
 	queue, err := river.New(pool, river.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling}, jobs, runs, log)
 	if err != nil {
 		return nil, err

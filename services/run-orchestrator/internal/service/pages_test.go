@@ -12,7 +12,7 @@ import (
 	"svc.dev/libs/wire"
 )
 
-// pageBudget is the orchestrator's page budget (app.PageBytes) as a client sees it; a page may
+// pageBudget is the orchestrator's page budget (port.PageBytes) as a client sees it; a page may
 // pass it by the one item it always holds.
 const pageBudget = 1 << 20
 

@@ -25,6 +25,7 @@ import (
 	"svc.dev/services/run-orchestrator/internal/adapters/redis"
 	"svc.dev/services/run-orchestrator/internal/adapters/runevents"
 	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/command"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 	"svc.dev/services/run-orchestrator/internal/ports/httpapi"
 	"svc.dev/services/run-orchestrator/internal/ports/rpc"
@@ -164,24 +165,21 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	hc := httpclient.New(httpclient.Config{Peer: "workflow-editor", BaseURL: cfg.EditorURL, Timeout: 5 * time.Second,
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))
-	batch := app.NewStartRunsHandler(catalog, eng.engine)
+	var cache *command.SnapshotCache
 	if cfg.SnapshotCacheTTL > 0 {
 		// Redis only holds the catalog epochs: without it every start reads the editor, so its
 		// outage marks the orchestrator degraded, not unready.
 		base.Optional["redis"] = base.Checks["redis"]
 		delete(base.Checks, "redis")
-		batch = batch.WithCache(app.NewSnapshotCache(redis.NewRedisEpochs(base.Redis, base.Keys), cfg.SnapshotCacheTTL, 0, nil))
+		cache = command.NewSnapshotCache(redis.NewRedisEpochs(base.Redis, base.Keys), cfg.SnapshotCacheTTL, 0, nil)
 	}
-	start := app.NewStartGroup(batch, app.DefaultStartSlots)
 	reader := postgres.NewRunReader(base.Pool)
-	runs := app.NewRuns(reader, eng.engine)
-	list := app.NewListRunsHandler(reader, catalog)
-	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(rpc.NewOrchestratorServer(start, batch),
-		base.RPCHandlerOptions()...)
+	application := app.New(app.Config{Catalog: catalog, Engine: eng.engine, Reader: reader, Snapshots: reader, Waker: eng.hub,
+		OrgStatuses: postgres.NewOrgStatusReader(base.Pool), Cache: cache})
+	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(
+		rpc.NewOrchestratorServer(application.Commands.StartRun, application.Commands.StartRuns), base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
-		API: httpapi.NewRouter(httpapi.Handlers{Start: start, List: list, Runs: runs,
-			Events: app.NewRunEvents(reader, eng.hub), OrgStatuses: app.NewOrgStatuses(postgres.NewOrgStatusReader(base.Pool)),
-			Stream: cfg.Stream}, log),
+		API:          httpapi.NewRouter(httpapi.Handlers{App: application, Stream: cfg.Stream}, log),
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})

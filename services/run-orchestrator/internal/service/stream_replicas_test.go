@@ -14,7 +14,7 @@ import (
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
 	"svc.dev/services/run-orchestrator/internal/adapters/runnotify"
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/service"
 )
 
@@ -199,13 +199,13 @@ func TestStatusHorizonWaitsForOpenTransactions(t *testing.T) {
 		return now.Sub(began) > 2*time.Second
 	}, 10*time.Second, 50*time.Millisecond)
 
-	page, h, err := reader.StatusesAfter(t.Context(), b.org, "", app.StatusKey{At: began.Add(-time.Minute)}, 10)
+	page, h, err := reader.StatusesAfter(t.Context(), b.org, "", port.StatusKey{At: began.Add(-time.Minute)}, 10)
 	require.NoError(t, err)
 	require.Empty(t, page, "not committed yet")
 	require.False(t, h.After(began), "the horizon %s is past the open transaction's start %s", h, began)
 	require.NoError(t, tx.Commit(t.Context()))
 
-	page, _, err = reader.StatusesAfter(t.Context(), b.org, "", app.StatusKey{At: h}, 10)
+	page, _, err = reader.StatusesAfter(t.Context(), b.org, "", port.StatusKey{At: h}, 10)
 	require.NoError(t, err)
 	require.Len(t, page, 1)
 	require.Equal(t, id, page[0].Run.ID)

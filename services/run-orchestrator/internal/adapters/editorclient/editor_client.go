@@ -12,11 +12,11 @@ import (
 	"svc.dev/libs/httpclient"
 	editorv1 "svc.dev/proto/gen/editor/v1"
 	"svc.dev/proto/gen/editor/v1/editorv1connect"
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// EditorClient is the app.WorkflowCatalog over editor.v1.
+// EditorClient is the port.WorkflowCatalog over editor.v1.
 type EditorClient struct {
 	rpc editorv1connect.EditorServiceClient
 }
@@ -28,7 +28,7 @@ func New(hc *httpclient.Client, opts ...connect.ClientOption) *EditorClient {
 
 // Workflow returns the current snapshot of the workflow named by ref in org, or
 // run.ErrWorkflowNotFound.
-func (c *EditorClient) Workflow(ctx context.Context, org string, ref app.WorkflowRef) (app.Snapshot, error) {
+func (c *EditorClient) Workflow(ctx context.Context, org string, ref port.WorkflowRef) (port.Snapshot, error) {
 	req := &editorv1.GetWorkflowRequest{OrganizationId: org}
 	if ref.ID != "" {
 		req.Key = &editorv1.GetWorkflowRequest_Id{Id: ref.ID}
@@ -37,17 +37,17 @@ func (c *EditorClient) Workflow(ctx context.Context, org string, ref app.Workflo
 	}
 	resp, err := c.rpc.GetWorkflow(ctx, connect.NewRequest(req))
 	if err != nil {
-		return app.Snapshot{}, fmt.Errorf("editor GetWorkflow: %w", err)
+		return port.Snapshot{}, fmt.Errorf("editor GetWorkflow: %w", err)
 	}
 	wf := resp.Msg.GetWorkflow()
 	if wf == nil {
-		return app.Snapshot{}, run.ErrWorkflowNotFound
+		return port.Snapshot{}, run.ErrWorkflowNotFound
 	}
 	return toSnapshot(wf), nil
 }
 
-func toSnapshot(wf *editorv1.Workflow) app.Snapshot {
-	s := app.Snapshot{ID: wf.GetId(), Version: wf.GetVersion(), Definition: []byte(wf.GetDefinitionJson())}
+func toSnapshot(wf *editorv1.Workflow) port.Snapshot {
+	s := port.Snapshot{ID: wf.GetId(), Version: wf.GetVersion(), Definition: []byte(wf.GetDefinitionJson())}
 	for _, e := range wf.GetValidationErrors() {
 		s.ValidationErrors = append(s.ValidationErrors, run.ValidationError{
 			Code: e.GetCode(), BlockID: e.GetBlockId(), Message: e.GetMessage(), Pointer: e.GetPointer(), DidYouMean: e.GetDidYouMean(),

@@ -22,9 +22,9 @@ var errDuplicateKey = errors.New("idempotency key already used")
 // distinct. It returns, per run, the run that holds its key: runs[i].ID when it was stored, or
 // the run of a concurrent start that took the key first (that run is then not stored). Either
 // everything is stored or, on error, nothing.
-func (s *RunStore) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
-	if len(keys) != len(runs) {
-		return nil, fmt.Errorf("dispatch many: %d runs, %d keys", len(runs), len(keys))
+func (s *RunStore) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string, ended []*engine.Ended) ([]string, error) {
+	if len(keys) != len(runs) || len(ended) != len(runs) {
+		return nil, fmt.Errorf("dispatch many: %d runs, %d keys, %d ended", len(runs), len(keys), len(ended))
 	}
 	ids := make([]string, len(runs))
 	if len(runs) == 0 {
@@ -48,7 +48,7 @@ func (s *RunStore) DispatchMany(ctx context.Context, runs []run.NewRun, keys []s
 	slices.SortFunc(keyed, func(a, b int) int {
 		return cmp.Or(cmp.Compare(runs[a].OrganizationID, runs[b].OrganizationID), cmp.Compare(keys[a], keys[b]))
 	})
-	if err := s.dispatch(ctx, runs, keys, keyed, ids); err != nil {
+	if err := s.dispatch(ctx, runs, keys, ended, keyed, ids); err != nil {
 		return nil, fmt.Errorf("dispatch many: %w", err)
 	}
 	return ids, nil
@@ -58,24 +58,15 @@ func (s *RunStore) DispatchMany(ctx context.Context, runs []run.NewRun, keys []s
 // in one round trip; River's insert of the jobs follows, then the COMMIT with the writes of
 // the runs that ended at their dispatch (eager.go), which get no job. ids[i] is set to the run
 // holding runs[i]'s key.
-func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []string, keyed []int, ids []string) (err error) {
-	// Runs that end at their dispatch are run before the transaction begins (it holds the
-	// keys' locks meanwhile), and stored as they ended if they are stored at all.
+func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []string, ends []*engine.Ended, keyed []int, ids []string) (err error) {
+	// Runs that ended at their dispatch are stored as they ended if they are stored at all.
 	ended := make([]*finished, len(runs))
-	for i, r := range runs {
-		ended[i] = s.runAtDispatch(ctx, r)
+	for i, e := range ends {
+		if e != nil {
+			ended[i] = &finished{run: e.Run, o: e.Outcome}
+		}
 	}
 	var written []*finished
-	defer func() {
-		for _, f := range ended {
-			if f != nil {
-				f.done(false) // not stored: its key was taken, or the transaction failed
-			}
-		}
-		for _, f := range written {
-			f.done(err == nil)
-		}
-	}()
 	pc, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("acquire a connection: %w", err)

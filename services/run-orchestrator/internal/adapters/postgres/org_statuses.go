@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -109,7 +109,7 @@ func (s *OrgStatusReader) Horizon(ctx context.Context) (time.Time, error) {
 // first and the runs in a later snapshot, so a transaction missing from the snapshot was
 // either open when the horizon was read (and counted) or began after it.
 // runs_org_status_at_idx serves the read.
-func (s *OrgStatusReader) StatusesAfter(ctx context.Context, org, workflowID string, after app.StatusKey, limit int) (out []app.RunStatus, h time.Time, err error) {
+func (s *OrgStatusReader) StatusesAfter(ctx context.Context, org, workflowID string, after port.StatusKey, limit int) (out []port.RunStatus, h time.Time, err error) {
 	b := &pgx.Batch{}
 	b.Queue(`BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY`)
 	b.Queue(horizonQuery)
@@ -138,7 +138,7 @@ func (s *OrgStatusReader) StatusesAfter(ctx context.Context, org, workflowID str
 		return nil, time.Time{}, fmt.Errorf("status changes of %s: %w", org, err)
 	}
 	for rows.Next() {
-		var c app.RunStatus
+		var c port.RunStatus
 		if c.Run, err = scanStatus(withExtra{rows, &c.At}); err != nil {
 			rows.Close()
 			return nil, time.Time{}, fmt.Errorf("status changes of %s: %w", org, err)

@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -172,25 +172,25 @@ WHERE p.n <= $5 AND (p.n = 1 OR p.total <= $6) ORDER BY r.id DESC`
 
 // List returns org's runs newest first, filtered, after the id f.After: at most f.Limit, and
 // no more than fit in maxBytes (at least one). More says whether runs follow the page.
-func (s *RunReader) List(ctx context.Context, org string, f run.ListFilter, maxBytes int64) (app.RunPage, error) {
+func (s *RunReader) List(ctx context.Context, org string, f run.ListFilter, maxBytes int64) (port.RunPage, error) {
 	rows, err := s.pool.Query(ctx, listQuery, org, f.WorkflowID, string(f.Status), f.After, f.Limit, maxBytes)
 	if err != nil {
-		return app.RunPage{}, fmt.Errorf("list runs: %w", err)
+		return port.RunPage{}, fmt.Errorf("list runs: %w", err)
 	}
 	defer rows.Close()
 	var (
-		page   app.RunPage
+		page   port.RunPage
 		walked int
 	)
 	for rows.Next() {
 		r, err := scanRun(withExtra{rows, &walked})
 		if err != nil {
-			return app.RunPage{}, fmt.Errorf("list runs: %w", err)
+			return port.RunPage{}, fmt.Errorf("list runs: %w", err)
 		}
 		page.Runs = append(page.Runs, r)
 	}
 	if err := rows.Err(); err != nil {
-		return app.RunPage{}, fmt.Errorf("list runs: %w", err)
+		return port.RunPage{}, fmt.Errorf("list runs: %w", err)
 	}
 	page.More = walked > len(page.Runs)
 	return page, nil

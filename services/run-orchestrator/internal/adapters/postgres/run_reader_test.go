@@ -12,7 +12,7 @@ import (
 	"svc.dev/libs/testkit"
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/adapters/postgres"
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 	"svc.dev/services/run-orchestrator/migrations"
 )
@@ -125,15 +125,15 @@ func TestRunReaderPages(t *testing.T) {
 		for range 5 {
 			addRun(t, b, wf, run.StatusCompleted, 10, 10, 10)
 		}
-		p, err := b.reader.List(t.Context(), b.org, run.ListFilter{Limit: 2}, app.PageBytes)
+		p, err := b.reader.List(t.Context(), b.org, run.ListFilter{Limit: 2}, port.PageBytes)
 		require.NoError(t, err)
 		require.Len(t, p.Runs, 2)
 		require.True(t, p.More)
-		p, err = b.reader.List(t.Context(), b.org, run.ListFilter{Limit: 5}, app.PageBytes)
+		p, err = b.reader.List(t.Context(), b.org, run.ListFilter{Limit: 5}, port.PageBytes)
 		require.NoError(t, err)
 		require.Len(t, p.Runs, 5)
 		require.False(t, p.More, "the last page says so even when it is full")
-		p, err = b.reader.List(t.Context(), b.org, run.ListFilter{Limit: 5, Status: run.StatusFailed}, app.PageBytes)
+		p, err = b.reader.List(t.Context(), b.org, run.ListFilter{Limit: 5, Status: run.StatusFailed}, port.PageBytes)
 		require.NoError(t, err)
 		require.Empty(t, p.Runs)
 		require.False(t, p.More)
@@ -171,7 +171,7 @@ func TestRunReaderPages(t *testing.T) {
 		require.Equal(t, [][]string{{"ba", "bb", "bc"}, {"bd"}, {"be", "bf", "bg", "bh"}, {"bi"}, {"bj"}}, pages,
 			"each page holds what fits in 32 KiB, a 100 KiB attempt alone, every attempt once")
 
-		items, err := b.reader.Logs(t.Context(), b.org, id, 0, 3, app.PageBytes)
+		items, err := b.reader.Logs(t.Context(), b.org, id, 0, 3, port.PageBytes)
 		require.NoError(t, err)
 		require.Len(t, items, 3, "the limit still counts")
 	})
@@ -187,7 +187,7 @@ func TestRunReaderPages(t *testing.T) {
 		_, err := b.pool.Exec(t.Context(), `UPDATE runs SET error = jsonb_build_object('block_id', 'boom', 'message', repeat('m', 100000)) WHERE id = $1`, failed)
 		require.NoError(t, err)
 		statuses := postgres.NewOrgStatusReader(b.pool)
-		page, _, err := statuses.StatusesAfter(t.Context(), b.org, "", app.StatusKey{At: time.Now().Add(-time.Hour)}, 200)
+		page, _, err := statuses.StatusesAfter(t.Context(), b.org, "", port.StatusKey{At: time.Now().Add(-time.Hour)}, 200)
 		require.NoError(t, err)
 		require.Len(t, page, 4)
 		one, err := statuses.Status(t.Context(), b.org, failed)

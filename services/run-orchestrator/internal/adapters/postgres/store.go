@@ -36,8 +36,6 @@ type RunStore struct {
 	timers  engine.Timers
 	replica string
 	log     *slog.Logger
-	// atDispatch, when set, offers to finish new runs at their dispatch (eager.go).
-	atDispatch AtDispatchFunc
 	// order keeps each run's changes reaching the feed in commit order.
 	order publishOrder
 }

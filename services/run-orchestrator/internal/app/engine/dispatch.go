@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -20,22 +21,41 @@ import (
 // or failed, a wait, a retry, parallel blocks) sends the run the usual way, with a job, and
 // what was run in memory is forgotten.
 
-// FinishAtDispatch runs the new run r (queued, in memory) to its end when every block of it
-// may finish at its dispatch (connectors.Runtime.AtDispatch; no more than MaxInline of them), in a span of the dispatch's trace. It returns the outcome that ends the
-// run and done, which the caller calls once with whether the dispatch committed (log lines
-// are written then); ok false leaves r to a job.
-func (e *Engine) FinishAtDispatch(ctx context.Context, r *run.Run) (o run.Outcome, done func(committed bool), ok bool) {
-	if len(r.Def.Blocks) > MaxInline {
-		return o, nil, false
+// finishAtDispatch runs the new run nr in memory, as its first job would, when every block of
+// it may finish at its dispatch (connectors.Runtime.AtDispatch; no more than MaxInline of
+// them), in a span of the dispatch's trace. It returns the run as it ended and done, which the
+// caller calls once with whether the dispatch stored it (log lines are written then); nil
+// leaves the run to a job. A run of a concurrency group runs only once admitted, which its
+// dispatch transaction decides: it never runs before it.
+func (e *Engine) finishAtDispatch(ctx context.Context, nr run.NewRun) (*Ended, func(committed bool)) {
+	if nr.Group != nil {
+		return nil, nil
 	}
-	for _, b := range r.Def.Blocks {
-		if !e.atDispatch[b.Type] {
-			return o, nil, false
+	var def run.Definition
+	if nr.Parsed != nil {
+		def = *nr.Parsed // the start parsed it already
+	} else {
+		var err error
+		if def, err = run.ParseDefinition(nr.Definition); err != nil {
+			return nil, nil
 		}
+	}
+	if len(def.Blocks) > MaxInline {
+		return nil, nil
+	}
+	for _, b := range def.Blocks {
+		if !e.atDispatch[b.Type] {
+			return nil, nil
+		}
+	}
+	r := &run.Run{ID: nr.ID, OrganizationID: nr.OrganizationID, WorkflowID: nr.WorkflowID, Status: run.StatusQueued,
+		Def: def, State: run.NewState()}
+	if json.Unmarshal(nr.Input, &r.Input) != nil {
+		return nil, nil
 	}
 	ctx, span := e.tracer.Start(ctx, "svc-runtime run at dispatch", trace.WithAttributes(attribute.String("run.id", r.ID)))
 	logs := &connectors.DeferredLogs{}
-	done = func(committed bool) {
+	done := func(committed bool) {
 		if committed {
 			logs.Write()
 		} else {
@@ -59,7 +79,7 @@ func (e *Engine) FinishAtDispatch(ctx context.Context, r *run.Run) (o run.Outcom
 	if err != nil || !r.Status.Terminal() || o.Start != nil || o.Retry != nil || o.NewJobs > 0 || o.CancelJobs ||
 		len(o.Armed) > 0 || o.Consume != nil {
 		done(false)
-		return run.Outcome{}, nil, false
+		return nil, nil
 	}
-	return o, done, true
+	return &Ended{Run: r, Outcome: o}, done
 }

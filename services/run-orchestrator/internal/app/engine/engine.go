@@ -79,9 +79,11 @@ type RunRepository interface {
 	FailJob(ctx context.Context, job *Job, cause error) error
 	// CompleteJob completes a job whose run is gone.
 	CompleteJob(ctx context.Context, job *Job) error
-	// DispatchMany stores new runs (see app.Engine), finishing at their dispatch those the
-	// engine runs to their end there (FinishAtDispatch).
-	DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error)
+	// DispatchMany stores new runs, their idempotency records (keys[i] for runs[i]; "" for
+	// none) and their first jobs in one transaction; a run with ended[i] set is stored as it
+	// ended, with no job. It returns per run the run holding its key: runs[i].ID when stored,
+	// else the run of a concurrent start that took the key first. On error nothing was stored.
+	DispatchMany(ctx context.Context, runs []run.NewRun, keys []string, ended []*Ended) ([]string, error)
 	// RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired key names, or "".
 	RunsForKeys(ctx context.Context, orgs, keys []string) ([]string, error)
 	// Sweep recovers the runs of replicas without a heartbeat for deadAfter, each in the
@@ -113,6 +115,12 @@ type Timers interface {
 // another organization's work is queued ahead of org's next turn.
 type Turns interface {
 	Yield(ctx context.Context, org string) bool
+}
+
+// Ended is a new run the engine ran to its end at its dispatch, and the outcome that ended it.
+type Ended struct {
+	Run     *run.Run
+	Outcome run.Outcome
 }
 
 // BrokenRunError is a stored run that cannot be read: retrying its job cannot help (the

@@ -14,8 +14,22 @@ import (
 // a dead replica's runs. Each is one transaction on the run applying one event.
 
 // DispatchMany stores new runs, their idempotency records and their first jobs (app.Engine).
+// Runs that may end at their dispatch are run first (finishAtDispatch), before the
+// transaction begins, and stored as they ended if they are stored at all.
 func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []string) ([]string, error) {
-	return e.runs.DispatchMany(ctx, runs, keys)
+	ended := make([]*Ended, len(runs))
+	dones := make([]func(committed bool), len(runs))
+	for i, nr := range runs {
+		ended[i], dones[i] = e.finishAtDispatch(ctx, nr)
+	}
+	ids, err := e.runs.DispatchMany(ctx, runs, keys, ended)
+	for i, done := range dones {
+		if done != nil {
+			// Not stored when its key was taken or the transaction failed.
+			done(err == nil && ids[i] == runs[i].ID)
+		}
+	}
+	return ids, err
 }
 
 // RunsForKeys returns, per (orgs[i], keys[i]), the run the unexpired key names, or "".

@@ -5,7 +5,7 @@ import (
 
 	"svc.dev/libs/wire"
 	"svc.dev/proto/errs"
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -15,9 +15,9 @@ func toAppError(err error) *errs.Error {
 		fe *run.FinishedError
 		we *run.InvalidWorkflowError
 		ie *run.InvalidInputError
-		de *app.DispatchError
-		ce *app.CancelError
-		ue *app.UnavailableError
+		de *port.DispatchError
+		ce *port.CancelError
+		ue *port.UnavailableError
 		pe *wire.PageError
 		e  *errs.Error
 	)

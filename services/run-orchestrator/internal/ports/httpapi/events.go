@@ -15,7 +15,7 @@ import (
 
 	"svc.dev/libs/wire"
 	"svc.dev/proto/errs"
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/query"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -68,14 +68,14 @@ func stamp(t time.Time) *wire.Time {
 }
 
 // toEventData is the JSON of e.
-func toEventData(e app.Event) eventData {
-	if e.Kind == app.EventStatus {
+func toEventData(e query.Event) eventData {
+	if e.Kind == query.EventStatus {
 		return toStatusData(*e.Run, e.Seq, e.At)
 	}
 	a := e.Try
 	d := eventData{RunID: e.RunID, Seq: e.Seq, AttemptID: a.ID, BlockID: a.BlockID, Type: a.Type, Attempt: a.Attempt,
 		Status: a.Status, StartedAt: stamp(a.StartedAt)}
-	if e.Kind == app.EventAttemptFinished {
+	if e.Kind == query.EventAttemptFinished {
 		d.FinishedAt, d.RetryAt, d.Error = stamp(a.FinishedAt), stamp(a.RetryAt), a.Error
 		n := a.OutputBytes
 		d.OutputBytes = &n
@@ -152,15 +152,15 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	if last == "" {
 		last = r.URL.Query().Get("lastEventId")
 	}
-	cur, err := app.ParseCursor(last)
+	cur, err := query.ParseCursor(last)
 	if err != nil {
 		// Another organization's run answers 404 whatever else is wrong (existence is not told).
-		if _, gerr := s.h.Runs.Reader().Get(r.Context(), org(r), id); gerr != nil {
+		if _, gerr := s.h.App.Queries.Runs.Get(r.Context(), org(r), id); gerr != nil {
 			return gerr
 		}
 		return errs.Newf(errs.InvalidQuery, "%s", err.Error())
 	}
-	ev := s.h.Events
+	ev := s.h.App.Queries.RunEvents
 	// Watch before the first read, so a change committed between the read and the wait wakes it.
 	wake, stop := ev.Waker().WatchRun(id)
 	defer stop()
@@ -180,7 +180,7 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 	defer queueTick.Stop()
 	var lastQueue string
 	sendQueue := func() error {
-		wait, err := s.h.Runs.Reader().WaitingForWorker(r.Context(), org(r), id)
+		wait, err := s.h.App.Queries.Runs.WaitingForWorker(r.Context(), org(r), id)
 		if err != nil || wait == nil {
 			return nil //nolint:nilerr // best effort: the next status event says more
 		}
@@ -189,14 +189,14 @@ func (s server) runEvents(w http.ResponseWriter, r *http.Request) error {
 			return nil
 		}
 		lastQueue = q.Message
-		if err := out.event("", app.EventQueue, queueEventData{RunID: id, Queue: q}); err != nil {
+		if err := out.event("", query.EventQueue, queueEventData{RunID: id, Queue: q}); err != nil {
 			return err
 		}
 		return out.flush()
 	}
 	for {
-		var events []app.Event
-		events, cur = app.Events(snap, cur)
+		var events []query.Event
+		events, cur = query.Events(snap, cur)
 		for _, e := range events {
 			if err := out.event(e.ID, e.Kind, toEventData(e)); err != nil {
 				return nil //nolint:nilerr // the client went away
@@ -258,7 +258,7 @@ const (
 // orgEvents streams run.status events of the organization's runs as they change, filtered by
 // workflowId and status. Best effort: no ids, no resume (a list reloads, then follows). A
 // notification wakes it for the run named; every Recheck it also reads the runs whose status
-// changed since its last read (app.CatchUp), so a lost notification delays an event by at most
+// changed since its last read (query.CatchUp), so a lost notification delays an event by at most
 // that.
 func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
@@ -270,14 +270,14 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 		return errs.Newf(errs.InvalidQuery, "workflowId must be at most 200 characters")
 	}
 	o := org(r)
-	changed, stop := s.h.Events.Waker().WatchOrg(o)
+	changed, stop := s.h.App.Queries.RunEvents.Waker().WatchOrg(o)
 	defer stop()
 	// Watch, then take the horizon: a change committed in between is read by the first pass.
-	h, err := s.h.OrgStatuses.Horizon(r.Context())
+	h, err := s.h.App.Queries.OrgStatuses.Horizon(r.Context())
 	if err != nil {
 		return err
 	}
-	catch := app.NewCatchUp(h)
+	catch := query.NewCatchUp(h)
 	out := startSSE(w)
 	cfg := s.stream.withDefaults()
 	heartbeat, recheck := time.NewTicker(cfg.Heartbeat), time.NewTicker(cfg.Recheck)
@@ -289,12 +289,12 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 		if (workflowID != "" && rec.WorkflowID != workflowID) || !seen.see(rec, at) || (status != "" && rec.Status != status) {
 			return nil
 		}
-		return out.event("", app.EventStatus, toStatusData(rec, 0, time.Time{}))
+		return out.event("", query.EventStatus, toStatusData(rec, 0, time.Time{}))
 	}
 	// catchUp sends every status change since the last catch-up; false ends the stream.
 	catchUp := func() bool {
 		for range orgPages {
-			page, h, err := s.h.OrgStatuses.After(r.Context(), o, workflowID, catch.After(), orgPage)
+			page, h, err := s.h.App.Queries.OrgStatuses.After(r.Context(), o, workflowID, catch.After(), orgPage)
 			if err != nil {
 				if r.Context().Err() == nil {
 					s.log.WarnContext(r.Context(), "run status events: catch-up read failed; the client reconnects", "err", err)
@@ -334,7 +334,7 @@ func (s server) orgEvents(w http.ResponseWriter, r *http.Request) error {
 				continue
 			}
 			// Its status only: a notified run is read without its input and output.
-			rec, err := s.h.OrgStatuses.Run(r.Context(), o, id, notified)
+			rec, err := s.h.App.Queries.OrgStatuses.Run(r.Context(), o, id, notified)
 			if err != nil {
 				if errors.Is(err, run.ErrNotFound) || errors.Is(err, context.Canceled) {
 					continue

@@ -15,20 +15,19 @@ import (
 	"svc.dev/libs/wire"
 	"svc.dev/proto/errs"
 	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/command"
+	"svc.dev/services/run-orchestrator/internal/app/port"
+	"svc.dev/services/run-orchestrator/internal/app/query"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// Handlers are the use cases the routes call.
+// Handlers are the use cases the routes call and how the routes pace and bound them.
 type Handlers struct {
-	Start *app.StartGroup
-	List  app.ListRunsHandler
-	Runs  app.Runs
+	App app.Application
 	// Events serves the event streams, OrgStatuses the organization stream's catch-up reads;
 	// Stream paces them.
-	Events      app.RunEvents
-	OrgStatuses app.OrgStatuses
-	Stream      StreamConfig
-	// PageBytes bounds the bytes of a page of runs or of logs; 0 is app.PageBytes.
+	Stream StreamConfig
+	// PageBytes bounds the bytes of a page of runs or of logs; 0 is port.PageBytes.
 	PageBytes int64
 }
 
@@ -45,7 +44,7 @@ func NewRouter(h Handlers, log *slog.Logger) *mux.Router {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if h.PageBytes <= 0 {
-		h.PageBytes = app.PageBytes
+		h.PageBytes = port.PageBytes
 	}
 	s := server{h: h, stream: h.Stream, log: log}
 	rs := web.Responder{Log: log, Map: func(err error) *errs.Error { return toAppError(err) }}
@@ -78,8 +77,8 @@ func (s server) startRun(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	started, err := s.h.Start.Handle(r.Context(), app.StartRun{
-		OrganizationID: org(r), Workflow: app.WorkflowRef{ID: mux.Vars(r)["id"]},
+	started, err := s.h.App.Commands.StartRun.Handle(r.Context(), command.StartRun{
+		OrganizationID: org(r), Workflow: port.WorkflowRef{ID: mux.Vars(r)["id"]},
 		Input: req.Input, IdempotencyKey: key,
 	})
 	if err != nil {
@@ -111,7 +110,7 @@ func (s server) getRun(w http.ResponseWriter, r *http.Request) error {
 	if !wire.ValidID(wire.Run, id) {
 		return run.ErrNotFound
 	}
-	rec, err := s.h.Runs.Reader().Get(r.Context(), org(r), id)
+	rec, err := s.h.App.Queries.Runs.Get(r.Context(), org(r), id)
 	if err != nil {
 		return err
 	}
@@ -148,7 +147,7 @@ func (s server) list(w http.ResponseWriter, r *http.Request, workflowID string) 
 	}
 	// The page stops at the limit or at PageBytes, whichever comes first: a short page with a
 	// cursor is not the last one.
-	res, err := s.h.List.Handle(r.Context(), app.ListRuns{OrganizationID: org(r), Filter: f, MaxBytes: s.h.PageBytes})
+	res, err := s.h.App.Queries.ListRuns.Handle(r.Context(), query.ListRuns{OrganizationID: org(r), Filter: f, MaxBytes: s.h.PageBytes})
 	if err != nil {
 		return err
 	}
@@ -187,7 +186,7 @@ func (s server) logs(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A page stops at the limit or at PageBytes: a page shorter than the limit may not be the
 	// end, so a reader goes on until a page is empty (the cursor is returned on every page).
-	items, err := s.h.Runs.Reader().Logs(r.Context(), org(r), id, after, page.Limit, s.h.PageBytes)
+	items, err := s.h.App.Queries.Runs.Logs(r.Context(), org(r), id, after, page.Limit, s.h.PageBytes)
 	if err != nil {
 		if code := toAppError(err).Code; code == errs.NotFound || code == errs.Unavailable {
 			return err // a store that cannot be reached is 503, as on every route here
@@ -209,7 +208,7 @@ func (s server) cancel(w http.ResponseWriter, r *http.Request) error {
 	if !wire.ValidID(wire.Run, id) {
 		return run.ErrNotFound
 	}
-	st, err := s.h.Runs.Cancel(r.Context(), org(r), id)
+	st, err := s.h.App.Commands.CancelRun.Handle(r.Context(), command.CancelRun{OrganizationID: org(r), RunID: id})
 	if err != nil {
 		return err
 	}
@@ -229,7 +228,7 @@ func (s server) signal(w http.ResponseWriter, r *http.Request) error {
 	if req.Name == "" || len(req.Name) > 200 {
 		return web.InvalidBody(wire.Issue{Path: "/name", Message: "name must be a string of 1 to 200 characters"})
 	}
-	res, err := s.h.Runs.Signal(r.Context(), org(r), id, req.Name, req.Payload)
+	res, err := s.h.App.Commands.SignalRun.Handle(r.Context(), command.SignalRun{OrganizationID: org(r), RunID: id, Name: req.Name, Payload: req.Payload})
 	if err != nil {
 		return err
 	}

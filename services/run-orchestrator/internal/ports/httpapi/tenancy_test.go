@@ -17,6 +17,8 @@ import (
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
+	"svc.dev/services/run-orchestrator/internal/app/query"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 	"svc.dev/services/run-orchestrator/internal/ports/httpapi"
 )
@@ -46,9 +48,9 @@ func (m *memReader) WaitingForWorker(ctx context.Context, org, id string) (*run.
 
 // List and Logs page as the Postgres reader does: at most the limit, no more than fit in
 // maxBytes (the JSON members' length and a fixed overhead per item), at least one.
-func (m *memReader) List(_ context.Context, org string, f run.ListFilter, maxBytes int64) (app.RunPage, error) {
+func (m *memReader) List(_ context.Context, org string, f run.ListFilter, maxBytes int64) (port.RunPage, error) {
 	if strings.ContainsRune(f.WorkflowID, 0) || !utf8.ValidString(f.WorkflowID) {
-		return app.RunPage{}, errors.New("ERROR: invalid byte sequence for encoding \"UTF8\"") // as Postgres answers
+		return port.RunPage{}, errors.New("ERROR: invalid byte sequence for encoding \"UTF8\"") // as Postgres answers
 	}
 	var out []run.Record
 	for _, r := range m.runs {
@@ -62,10 +64,10 @@ func (m *memReader) List(_ context.Context, org string, f run.ListFilter, maxByt
 	for i, r := range out {
 		total += int64(len(r.Input)+len(r.Output)+len(r.Error)+len(r.Trigger)) + 512
 		if i == f.Limit || (i > 0 && total > maxBytes) {
-			return app.RunPage{Runs: out[:i], More: true}, nil
+			return port.RunPage{Runs: out[:i], More: true}, nil
 		}
 	}
-	return app.RunPage{Runs: out}, nil
+	return port.RunPage{Runs: out}, nil
 }
 
 func (m *memReader) Logs(ctx context.Context, org, runID string, after int64, limit int, maxBytes int64) ([]run.Attempt, error) {
@@ -95,18 +97,15 @@ type memCatalog struct {
 	err       error
 }
 
-func (c *memCatalog) Workflow(_ context.Context, org string, ref app.WorkflowRef) (app.Snapshot, error) {
+func (c *memCatalog) Workflow(_ context.Context, org string, ref port.WorkflowRef) (port.Snapshot, error) {
 	if c.err != nil {
-		return app.Snapshot{}, c.err
+		return port.Snapshot{}, c.err
 	}
 	if c.workflows[ref.ID] != org {
-		return app.Snapshot{}, run.ErrWorkflowNotFound
+		return port.Snapshot{}, run.ErrWorkflowNotFound
 	}
-	return app.Snapshot{ID: ref.ID, Version: 1}, nil
+	return port.Snapshot{ID: ref.ID, Version: 1}, nil
 }
-
-// noEngine stands in for the engine, which no read route uses.
-type noEngine struct{ app.Engine }
 
 // TestTenancyOfReads: the list and logs routes answer one organization's data only, and their
 // cursors resume only the list that issued them.
@@ -143,10 +142,10 @@ func TestTenancyOfReads(t *testing.T) {
 			reader.attempts[b.runA2] = append(reader.attempts[b.runA2], run.Attempt{ID: wire.NewID(wire.Attempt), BlockID: "b", Status: "succeeded", Seq: int64(i + 1)})
 		}
 		b.catalog = &memCatalog{workflows: map[string]string{b.wfA: b.orgA}}
-		router := httpapi.NewRouter(httpapi.Handlers{
-			List: app.NewListRunsHandler(reader, b.catalog),
-			Runs: app.NewRuns(reader, noEngine{}),
-		}, nil)
+		router := httpapi.NewRouter(httpapi.Handlers{App: app.Application{Queries: app.Queries{
+			ListRuns: query.NewListRunsHandler(reader, b.catalog),
+			Runs:     query.NewRuns(reader),
+		}}}, nil)
 		b.serve = func(org, target string) (int, map[string]any) {
 			t.Helper()
 			req := httptest.NewRequest(http.MethodGet, target, nil)

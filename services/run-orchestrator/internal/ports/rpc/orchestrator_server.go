@@ -11,19 +11,20 @@ import (
 
 	orchestratorv1 "svc.dev/proto/gen/orchestrator/v1"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/command"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
 // OrchestratorServer starts runs for the scheduler and webhook-ingress.
 type OrchestratorServer struct {
 	orchestratorv1connect.UnimplementedOrchestratorServiceHandler
-	start *app.StartGroup
-	batch app.StartRunsHandler
+	start *command.StartGroup
+	batch command.StartRunsHandler
 }
 
 // NewOrchestratorServer returns the server over the start-run use cases.
-func NewOrchestratorServer(start *app.StartGroup, batch app.StartRunsHandler) *OrchestratorServer {
+func NewOrchestratorServer(start *command.StartGroup, batch command.StartRunsHandler) *OrchestratorServer {
 	return &OrchestratorServer{start: start, batch: batch}
 }
 
@@ -44,15 +45,15 @@ func (s *OrchestratorServer) StartRun(ctx context.Context, req *connect.Request[
 
 // StartRuns starts a batch of runs and answers each item as StartRun would, in order. A Connect
 // error means nothing of the batch was stored: InvalidArgument for a batch over
-// app.MaxStartRuns, Unavailable when the editor or the store could not answer.
+// command.MaxStartRuns, Unavailable when the editor or the store could not answer.
 func (s *OrchestratorServer) StartRuns(ctx context.Context, req *connect.Request[orchestratorv1.StartRunsRequest]) (*connect.Response[orchestratorv1.StartRunsResponse], error) {
 	items := req.Msg.GetRequests()
-	if len(items) > app.MaxStartRuns {
-		return nil, connect.NewError(connect.CodeInvalidArgument, &app.TooManyStartsError{N: len(items)})
+	if len(items) > command.MaxStartRuns {
+		return nil, connect.NewError(connect.CodeInvalidArgument, &command.TooManyStartsError{N: len(items)})
 	}
 	answers := make([]*orchestratorv1.StartRunResponse, len(items))
 	var (
-		cmds []app.StartRun
+		cmds []command.StartRun
 		at   []int // answers index of each cmd
 	)
 	for i, m := range items {
@@ -64,7 +65,7 @@ func (s *OrchestratorServer) StartRuns(ctx context.Context, req *connect.Request
 		cmds, at = append(cmds, cmd), append(at, i)
 	}
 	results, err := s.batch.Handle(ctx, cmds)
-	var tm *app.TooManyStartsError
+	var tm *command.TooManyStartsError
 	switch {
 	case errors.As(err, &tm):
 		return nil, connect.NewError(connect.CodeInvalidArgument, err)
@@ -86,31 +87,31 @@ func (s *OrchestratorServer) StartRuns(ctx context.Context, req *connect.Request
 // toStartRun converts a request into the use case's command, or into the answer when the
 // request alone decides it (no organization or workflow: not found; a bad trigger or input:
 // rejected).
-func toStartRun(m *orchestratorv1.StartRunRequest) (app.StartRun, *orchestratorv1.StartRunResponse) {
+func toStartRun(m *orchestratorv1.StartRunRequest) (command.StartRun, *orchestratorv1.StartRunResponse) {
 	if m.GetOrganizationId() == "" || (m.GetWorkflowId() == "" && m.GetWorkflowName() == "") {
-		return app.StartRun{}, notFound()
+		return command.StartRun{}, notFound()
 	}
 	trigger, err := toTrigger(m.GetTriggerKind(), m.GetTriggerJson())
 	if err != nil {
-		return app.StartRun{}, rejected("invalid_body", err.Error())
+		return command.StartRun{}, rejected("invalid_body", err.Error())
 	}
 	var input json.RawMessage
 	if m.GetInputJson() != "" {
 		if !json.Valid([]byte(m.GetInputJson())) {
-			return app.StartRun{}, rejected("invalid_body", "input_json is not valid JSON")
+			return command.StartRun{}, rejected("invalid_body", "input_json is not valid JSON")
 		}
 		input = json.RawMessage(m.GetInputJson())
 	}
-	return app.StartRun{
+	return command.StartRun{
 		OrganizationID: m.GetOrganizationId(),
-		Workflow:       app.WorkflowRef{ID: m.GetWorkflowId(), Name: m.GetWorkflowName()},
+		Workflow:       port.WorkflowRef{ID: m.GetWorkflowId(), Name: m.GetWorkflowName()},
 		Input:          input, IdempotencyKey: m.GetIdempotencyKey(), Trigger: trigger,
 	}, nil
 }
 
 // toStartRunResponse is the answer for a start's outcome; an error that is no outcome (the run
 // could not be dispatched) is returned as it is.
-func toStartRunResponse(started app.Started, err error) (*orchestratorv1.StartRunResponse, error) {
+func toStartRunResponse(started command.Started, err error) (*orchestratorv1.StartRunResponse, error) {
 	var (
 		we *run.InvalidWorkflowError
 		ie *run.InvalidInputError

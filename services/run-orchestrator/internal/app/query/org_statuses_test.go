@@ -1,4 +1,4 @@
-package app_test
+package query_test
 
 import (
 	"context"
@@ -10,12 +10,13 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/port"
+	"svc.dev/services/run-orchestrator/internal/app/query"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-func changed(id string, at time.Time) app.RunStatus {
-	return app.RunStatus{Run: run.Record{ID: id}, At: at}
+func changed(id string, at time.Time) port.RunStatus {
+	return port.RunStatus{Run: run.Record{ID: id}, At: at}
 }
 
 // TestCatchUpWatermark: a pass's next floor is its first page's horizon, never the last change
@@ -26,25 +27,25 @@ func TestCatchUpWatermark(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
 
-	c := app.NewCatchUp(at(0))
-	require.Equal(t, app.StatusKey{At: at(0)}, c.After(), "a pass starts at its floor, every run id included")
+	c := query.NewCatchUp(at(0))
+	require.Equal(t, port.StatusKey{At: at(0)}, c.After(), "a pass starts at its floor, every run id included")
 
 	// One short page: the pass is over; the next starts at the horizon (5 s), not at the
 	// last change read (9 s), so a change that commits later at 6 s is still read.
-	c, done := c.Next([]app.RunStatus{changed("run_a", at(3)), changed("run_b", at(9))}, 3, at(5))
+	c, done := c.Next([]port.RunStatus{changed("run_a", at(3)), changed("run_b", at(9))}, 3, at(5))
 	require.True(t, done)
 	require.Equal(t, at(5), c.Floor())
-	require.Equal(t, app.StatusKey{At: at(5)}, c.After())
+	require.Equal(t, port.StatusKey{At: at(5)}, c.After())
 
 	// Full pages: the pass goes on after the last key; its floor becomes the FIRST page's
 	// horizon, whatever later pages' horizons say.
-	c, done = c.Next([]app.RunStatus{changed("run_a", at(6)), changed("run_b", at(7))}, 2, at(8))
+	c, done = c.Next([]port.RunStatus{changed("run_a", at(6)), changed("run_b", at(7))}, 2, at(8))
 	require.False(t, done)
-	require.Equal(t, app.StatusKey{At: at(7), RunID: "run_b"}, c.After())
+	require.Equal(t, port.StatusKey{At: at(7), RunID: "run_b"}, c.After())
 	require.Equal(t, at(5), c.Floor(), "the floor moves only when a pass ends")
-	c, done = c.Next([]app.RunStatus{changed("run_c", at(7)), changed("run_d", at(12))}, 2, at(11))
+	c, done = c.Next([]port.RunStatus{changed("run_c", at(7)), changed("run_d", at(12))}, 2, at(11))
 	require.False(t, done)
-	require.Equal(t, app.StatusKey{At: at(12), RunID: "run_d"}, c.After())
+	require.Equal(t, port.StatusKey{At: at(12), RunID: "run_d"}, c.After())
 	c, done = c.Next(nil, 2, at(13))
 	require.True(t, done)
 	require.Equal(t, at(8), c.Floor())
@@ -57,7 +58,7 @@ func TestCatchUpWatermark(t *testing.T) {
 
 // gatedReader is an OrgStatusReader whose Status reads count and wait for the gate.
 type gatedReader struct {
-	app.OrgStatusReader
+	port.OrgStatusReader
 	reads atomic.Int32
 	gate  chan struct{}
 }
@@ -76,7 +77,7 @@ func TestStreamsShareAStatusRead(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		g := &gatedReader{gate: make(chan struct{})}
-		o := app.NewOrgStatuses(g)
+		o := query.NewOrgStatuses(g)
 		var wg sync.WaitGroup
 		read := func(notified time.Time) {
 			wg.Add(1)

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"bytes"
@@ -11,13 +11,14 @@ import (
 
 	"svc.dev/libs/pgdb"
 	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
 // StartRun asks for a run of a workflow of an organization.
 type StartRun struct {
 	OrganizationID string
-	Workflow       WorkflowRef
+	Workflow       port.WorkflowRef
 	// Input is the run input as JSON; empty means null.
 	Input          json.RawMessage
 	IdempotencyKey string
@@ -31,13 +32,13 @@ type Started struct {
 	Deduplicated bool
 }
 
-// dispatchError is a store failure before anything was stored: *UnavailableError (503) when
-// Postgres could not be reached, else *DispatchError (500 dispatch_failed).
+// dispatchError is a store failure before anything was stored: *port.UnavailableError (503) when
+// Postgres could not be reached, else *port.DispatchError (500 dispatch_failed).
 func dispatchError(msg string, err error) error {
 	if pgdb.Unavailable(err) {
-		return &UnavailableError{Message: msg, Err: err}
+		return &port.UnavailableError{Message: msg, Err: err}
 	}
-	return &DispatchError{Message: msg, Err: err}
+	return &port.DispatchError{Message: msg, Err: err}
 }
 
 // compileInputSchema compiles the trigger block's input_schema; nil when it has none.
@@ -54,19 +55,19 @@ func compileInputSchema(def run.Definition) (*jsonschema.Schema, error) {
 	}
 	raw, err := json.Marshal(schema)
 	if err != nil {
-		return nil, &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+		return nil, &port.DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
 	}
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+		return nil, &port.DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
 	}
 	c := jsonschema.NewCompiler()
 	if err := c.AddResource("input_schema.json", doc); err != nil {
-		return nil, &DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
+		return nil, &port.DispatchError{Message: "the trigger's input_schema could not be read", Err: err}
 	}
 	sch, err := c.Compile("input_schema.json")
 	if err != nil {
-		return nil, &DispatchError{Message: "the trigger's input_schema does not compile", Err: err}
+		return nil, &port.DispatchError{Message: "the trigger's input_schema does not compile", Err: err}
 	}
 	return sch, nil
 }

@@ -1,4 +1,4 @@
-package app_test
+package query_test
 
 import (
 	"slices"
@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/services/run-orchestrator/internal/app"
+	"svc.dev/services/run-orchestrator/internal/app/query"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -43,14 +43,14 @@ func TestEventIDsResumeExactly(t *testing.T) {
 		}
 		return s
 	}
-	kinds := func(evs []app.Event) []string {
+	kinds := func(evs []query.Event) []string {
 		var out []string
 		for _, e := range evs {
 			out = append(out, e.ID+" "+e.Kind+" "+e.Try.ID+string(e.Status))
 		}
 		return out
 	}
-	whole, end := app.Events(snap(0, run.StatusCompleted, 16, all, log), app.Cursor{})
+	whole, end := query.Events(snap(0, run.StatusCompleted, 16, all, log), query.Cursor{})
 	require.Equal(t, []string{
 		"0.1 run.status queued", "1.1 attempt.started a1", "2.2 run.status running", "3.2 attempt.finished a1",
 		"4.2 attempt.started a2", "5.2 attempt.finished a2", "6.2 attempt.started a3", "7.2 attempt.started a4",
@@ -68,39 +68,39 @@ func TestEventIDsResumeExactly(t *testing.T) {
 
 	// Resuming after any event gives exactly the events after it, statuses on the way included.
 	for i, e := range whole {
-		c, err := app.ParseCursor(e.ID)
+		c, err := query.ParseCursor(e.ID)
 		require.NoError(t, err)
-		rest, _ := app.Events(snap(c.Seq, run.StatusCompleted, 16, all, log), c)
+		rest, _ := query.Events(snap(c.Seq, run.StatusCompleted, 16, all, log), c)
 		require.Equal(t, kinds(whole[i+1:]), kinds(rest), "after %s", e.ID)
 	}
 
 	// Live: read while the run waits, then again once it went on.
 	waitingRows := append(slices.Clone(all[:4]), run.AttemptChange{ID: "w", BlockID: "w", Status: "running", StartedSeq: 10, Seq: 10})
-	first, c := app.Events(snap(0, run.StatusWaiting, 11, waitingRows, log[:2]), app.Cursor{})
+	first, c := query.Events(snap(0, run.StatusWaiting, 11, waitingRows, log[:2]), query.Cursor{})
 	require.Equal(t, []string{"10.2 attempt.started w", "11.3 run.status waiting"}, kinds(first)[len(first)-2:])
-	none, c := app.Events(snap(c.Seq, run.StatusWaiting, 11, waitingRows, log[:2]), c)
+	none, c := query.Events(snap(c.Seq, run.StatusWaiting, 11, waitingRows, log[:2]), c)
 	require.Empty(t, none, "nothing new, nothing sent")
 	laterRows := append(slices.Clone(all[:5]), run.AttemptChange{ID: "a5", BlockID: "last", Status: "running", StartedSeq: 14, Seq: 14})
-	later, _ := app.Events(snap(c.Seq, run.StatusRunning, 14, laterRows, log[:3]), c)
+	later, _ := query.Events(snap(c.Seq, run.StatusRunning, 14, laterRows, log[:3]), c)
 	require.Equal(t, []string{"12.3 attempt.finished w", "13.2 run.status running", "14.2 attempt.started a5"}, kinds(later))
 
 	// A run migrated in flight: its one logged status shares its last attempt's sequence, and
 	// comes after it, also to a client that had that attempt's event.
 	migrated := []run.AttemptChange{{ID: "a1", BlockID: "start", Status: "running", StartedSeq: 0, Seq: 1}}
 	mlog := []run.StatusChange{{Seq: 1, Status: run.StatusRunning}}
-	m, _ := app.Events(snap(0, run.StatusRunning, 1, migrated, mlog), app.Cursor{})
+	m, _ := query.Events(snap(0, run.StatusRunning, 1, migrated, mlog), query.Cursor{})
 	require.Equal(t, []string{"0.1 run.status queued", "1.1 attempt.started a1", "1.2 run.status running"}, kinds(m))
-	c, _ = app.ParseCursor("1.1")
-	m, _ = app.Events(snap(1, run.StatusRunning, 1, migrated, mlog), c)
+	c, _ = query.ParseCursor("1.1")
+	m, _ = query.Events(snap(1, run.StatusRunning, 1, migrated, mlog), c)
 	require.Equal(t, []string{"1.2 run.status running"}, kinds(m))
 
 	// A status missing from the log (none should be) is still sent, last.
-	fallback, _ := app.Events(snap(0, run.StatusCancelled, 0, nil, nil), app.Cursor{})
+	fallback, _ := query.Events(snap(0, run.StatusCancelled, 0, nil, nil), query.Cursor{})
 	require.Equal(t, []string{"0.1 run.status queued", "0.6 run.status cancelled"}, kinds(fallback))
 
 	for _, bad := range []string{"x", "1", "1.7", "-1.0", "1.-1", ".", "1.2.3"} {
-		_, err := app.ParseCursor(bad)
-		require.ErrorIs(t, err, app.ErrBadEventID, bad)
+		_, err := query.ParseCursor(bad)
+		require.ErrorIs(t, err, query.ErrBadEventID, bad)
 	}
 }
 
@@ -127,18 +127,18 @@ func TestEventsSayWhenEachStatusWasTaken(t *testing.T) {
 		},
 		ChangeSeq: 10,
 	}
-	evs, _ := app.Events(snap, app.Cursor{})
+	evs, _ := query.Events(snap, query.Cursor{})
 	var statuses []time.Time
 	last := time.Time{}
 	for _, e := range evs {
 		when := e.At
 		switch e.Kind {
-		case app.EventStatus:
+		case query.EventStatus:
 			require.False(t, e.At.IsZero(), "%s %s says when", e.ID, e.Status)
 			statuses = append(statuses, e.At)
-		case app.EventAttemptStarted:
+		case query.EventAttemptStarted:
 			when = e.Try.StartedAt
-		case app.EventAttemptFinished:
+		case query.EventAttemptFinished:
 			when = e.Try.FinishedAt
 		}
 		require.False(t, when.Before(last), "%s %s at %s comes after an event at %s", e.ID, e.Kind, when, last)

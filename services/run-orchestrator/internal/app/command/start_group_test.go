@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -20,19 +21,19 @@ type gateCatalog struct {
 	reads atomic.Int32
 }
 
-func (c *gateCatalog) Workflow(ctx context.Context, org string, ref WorkflowRef) (Snapshot, error) {
+func (c *gateCatalog) Workflow(ctx context.Context, org string, ref port.WorkflowRef) (port.Snapshot, error) {
 	c.reads.Add(1)
 	select {
 	case <-c.open:
 	case <-ctx.Done():
-		return Snapshot{}, ctx.Err()
+		return port.Snapshot{}, ctx.Err()
 	}
-	return Snapshot{ID: ref.ID, Version: 1, Definition: json.RawMessage(`{"blocks":[{"block_id":"t","type":"trigger.manual","params":{}}],"edges":[]}`)}, nil
+	return port.Snapshot{ID: ref.ID, Version: 1, Definition: json.RawMessage(`{"blocks":[{"block_id":"t","type":"trigger.manual","params":{}}],"edges":[]}`)}, nil
 }
 
 // batchEngine stores nothing; it records each batch's size.
 type batchEngine struct {
-	Engine
+	port.Engine
 	mu      sync.Mutex
 	batches []int
 }
@@ -76,7 +77,7 @@ func TestStartGroupGathersOnlyWhileBusy(t *testing.T) {
 	start := func(i int) {
 		input := fmt.Sprintf(`{"n":%d}`, i)
 		go func() {
-			s, err := g.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: WorkflowRef{ID: "wf_1"}, Input: json.RawMessage(input)})
+			s, err := g.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: port.WorkflowRef{ID: "wf_1"}, Input: json.RawMessage(input)})
 			answers <- answer{input, s.RunID, err}
 		}()
 	}
@@ -112,18 +113,18 @@ func TestStartGroupAnswersEachStart(t *testing.T) {
 	catalog := &gateCatalog{open: make(chan struct{})}
 	close(catalog.open)
 	g := NewStartGroup(NewStartRunsHandler(catalog, &batchEngine{}), 0)
-	_, err := g.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: WorkflowRef{ID: "bad\x00id"}})
+	_, err := g.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: port.WorkflowRef{ID: "bad\x00id"}})
 	require.ErrorIs(t, err, run.ErrWorkflowNotFound)
-	_, err = g.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: WorkflowRef{ID: "wf_1"}, IdempotencyKey: "k\x01"})
+	_, err = g.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: port.WorkflowRef{ID: "wf_1"}, IdempotencyKey: "k\x01"})
 	var invalid *run.InvalidInputError
 	require.ErrorAs(t, err, &invalid)
 
 	failing := NewStartGroup(NewStartRunsHandler(catalog, &panicEngine{}), 1)
-	_, err = failing.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: WorkflowRef{ID: "wf_1"}})
-	var de *DispatchError
+	_, err = failing.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: port.WorkflowRef{ID: "wf_1"}})
+	var de *port.DispatchError
 	require.ErrorAs(t, err, &de)
 	// The group goes on after a panic.
-	_, err = failing.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: WorkflowRef{ID: "wf_1"}})
+	_, err = failing.Handle(t.Context(), StartRun{OrganizationID: "org_1", Workflow: port.WorkflowRef{ID: "wf_1"}})
 	require.ErrorAs(t, err, &de)
 }
 

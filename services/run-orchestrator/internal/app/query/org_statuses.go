@@ -1,4 +1,4 @@
-package app
+package query
 
 // The organization's stream (GET /api/runs/events) is woken by notifications, which can be lost
 // (the listener reconnecting, a notification of another replica's commit that never comes).
@@ -11,47 +11,19 @@ import (
 	"sync"
 	"time"
 
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
-// StatusKey orders the runs' status changes: by when the run took its status, then by run id.
-type StatusKey struct {
-	At    time.Time
-	RunID string
-}
-
-// RunStatus is a run as a catch-up read finds it, with when it took its present status
-// (runs.status_at: the start of the transaction that set it, on the database's clock).
-type RunStatus struct {
-	Run run.Record
-	At  time.Time
-}
-
-// Key is the change's place in the read order.
-func (s RunStatus) Key() StatusKey { return StatusKey{At: s.At, RunID: s.Run.ID} }
-
-// OrgStatusReader reads an organization's runs by when they took their present status.
-type OrgStatusReader interface {
-	// Horizon is a time no status change still to commit can carry: every change a read
-	// started after Horizon returned does not see commits with a later time.
-	Horizon(ctx context.Context) (time.Time, error)
-	// StatusesAfter lists org's runs (of workflowID unless "") whose status key is after
-	// after, in key order, at most limit; and the Horizon as it stood before the read.
-	// Runs come as a run.status event needs them: no definition, input, output or trigger.
-	StatusesAfter(ctx context.Context, org, workflowID string, after StatusKey, limit int) ([]RunStatus, time.Time, error)
-	// Status reads one run of org as StatusesAfter does (run.ErrNotFound when org has none).
-	Status(ctx context.Context, org, id string) (run.Record, error)
-}
-
 // OrgStatuses are the organization stream's catch-up reads (a store that cannot be reached is
-// an *UnavailableError).
+// an *port.UnavailableError).
 type OrgStatuses struct {
-	reader OrgStatusReader
+	reader port.OrgStatusReader
 	shared *sharedReads
 }
 
 // NewOrgStatuses returns the catch-up reads over reader.
-func NewOrgStatuses(reader OrgStatusReader) OrgStatuses {
+func NewOrgStatuses(reader port.OrgStatusReader) OrgStatuses {
 	if reader == nil {
 		panic("nil reader")
 	}
@@ -61,13 +33,13 @@ func NewOrgStatuses(reader OrgStatusReader) OrgStatuses {
 // Horizon is where a stream opened now starts catching up.
 func (o OrgStatuses) Horizon(ctx context.Context) (time.Time, error) {
 	t, err := o.reader.Horizon(ctx)
-	return t, storeError(err)
+	return t, port.StoreError(err)
 }
 
 // After reads one page of org's status changes after the key after, and the horizon before it.
-func (o OrgStatuses) After(ctx context.Context, org, workflowID string, after StatusKey, limit int) ([]RunStatus, time.Time, error) {
+func (o OrgStatuses) After(ctx context.Context, org, workflowID string, after port.StatusKey, limit int) ([]port.RunStatus, time.Time, error) {
 	page, h, err := o.reader.StatusesAfter(ctx, org, workflowID, after, limit)
-	return page, h, storeError(err)
+	return page, h, port.StoreError(err)
 }
 
 // Run reads the run id of org as StatusesAfter does, for a notification naming it that the
@@ -78,12 +50,12 @@ func (o OrgStatuses) After(ctx context.Context, org, workflowID string, after St
 func (o OrgStatuses) Run(ctx context.Context, org, id string, notified time.Time) (run.Record, error) {
 	if o.shared == nil {
 		r, err := o.reader.Status(ctx, org, id)
-		return r, storeError(err)
+		return r, port.StoreError(err)
 	}
 	r, err := o.shared.read(ctx, org+"\x00"+id, notified, func(ctx context.Context) (run.Record, error) {
 		return o.reader.Status(ctx, org, id)
 	})
-	return r, storeError(err)
+	return r, port.StoreError(err)
 }
 
 // sharedReads runs one read of a run's status for every caller notified before it began:
@@ -144,8 +116,8 @@ func (s *sharedReads) read(ctx context.Context, key string, notified time.Time, 
 // pass reads it).
 type CatchUp struct {
 	floor   time.Time
-	pos     StatusKey // the last key the pass read so far
-	horizon time.Time // the horizon of the pass's first page
+	pos     port.StatusKey // the last key the pass read so far
+	horizon time.Time      // the horizon of the pass's first page
 	inPass  bool
 }
 
@@ -156,17 +128,17 @@ func NewCatchUp(horizon time.Time) CatchUp { return CatchUp{floor: horizon} }
 func (c CatchUp) Floor() time.Time { return c.floor }
 
 // After is the key the next page is read after.
-func (c CatchUp) After() StatusKey {
+func (c CatchUp) After() port.StatusKey {
 	if c.inPass {
 		return c.pos
 	}
-	return StatusKey{At: c.floor} // every run id sorts after ""
+	return port.StatusKey{At: c.floor} // every run id sorts after ""
 }
 
 // Next is where the reading stands after a page read from After(): page in key order, read
 // with at most limit rows, and the horizon the read returned. done reports that the pass is
 // over (the page was not full); the next pass starts at the new Floor.
-func (c CatchUp) Next(page []RunStatus, limit int, horizon time.Time) (next CatchUp, done bool) {
+func (c CatchUp) Next(page []port.RunStatus, limit int, horizon time.Time) (next CatchUp, done bool) {
 	if !c.inPass {
 		c.inPass, c.horizon = true, horizon
 	}

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -47,8 +48,8 @@ func NewStartGroup(batch StartRunsHandler, parallel int) *StartGroup {
 }
 
 // Handle starts the run, or returns run.ErrWorkflowNotFound, *run.InvalidWorkflowError,
-// *run.InvalidInputError, *UnavailableError (the editor or the store could not answer) or
-// *DispatchError. It waits for the answer even when ctx ends: the start may be stored by then.
+// *run.InvalidInputError, *port.UnavailableError (the editor or the store could not answer) or
+// *port.DispatchError. It waits for the answer even when ctx ends: the start may be stored by then.
 func (g *StartGroup) Handle(ctx context.Context, cmd StartRun) (Started, error) {
 	if err := checkKey(cmd.IdempotencyKey); err != nil {
 		return Started{}, err
@@ -109,7 +110,7 @@ func (g *StartGroup) store(batch []*groupedStart) {
 func (g *StartGroup) handle(ctx context.Context, cmds []StartRun) (results []StartRunResult, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			results, err = nil, &DispatchError{Message: "the runs could not be started; nothing was stored", Err: fmt.Errorf("panic: %v", v)}
+			results, err = nil, &port.DispatchError{Message: "the runs could not be started; nothing was stored", Err: fmt.Errorf("panic: %v", v)}
 		}
 	}()
 	return g.batch.Handle(ctx, cmds)

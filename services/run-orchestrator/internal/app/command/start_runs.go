@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"bytes"
@@ -13,6 +13,7 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"svc.dev/libs/wire"
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -42,13 +43,13 @@ type StartRunResult struct {
 // as StartRunHandler answers it alone, taken in order: a key an earlier start of the batch
 // used names that start's run.
 type StartRunsHandler struct {
-	catalog WorkflowCatalog
-	engine  Engine
+	catalog port.WorkflowCatalog
+	engine  port.Engine
 	cache   *SnapshotCache // nil: every batch reads the editor
 }
 
 // NewStartRunsHandler returns the handler; both ports are required.
-func NewStartRunsHandler(catalog WorkflowCatalog, engine Engine) StartRunsHandler {
+func NewStartRunsHandler(catalog port.WorkflowCatalog, engine port.Engine) StartRunsHandler {
 	if catalog == nil || engine == nil {
 		panic("nil catalog or engine")
 	}
@@ -64,7 +65,7 @@ func (h StartRunsHandler) WithCache(cache *SnapshotCache) StartRunsHandler {
 // workflowKey names one editor lookup: the same workflow reference of the same organization.
 type workflowKey struct {
 	org string
-	ref WorkflowRef
+	ref port.WorkflowRef
 }
 
 // idemKey is an idempotency key of an organization.
@@ -73,7 +74,7 @@ type idemKey struct{ org, key string }
 // prepared is a workflow as a batch uses it: the snapshot, its parsed definition and its
 // compiled input schema, or why none of its starts can run.
 type prepared struct {
-	snap   Snapshot
+	snap   port.Snapshot
 	def    run.Definition
 	schema *jsonschema.Schema
 	conc   *run.Concurrency // the trigger's concurrency declaration (nil: none)
@@ -81,7 +82,7 @@ type prepared struct {
 }
 
 // Handle answers every start of cmds, in order. The error is *TooManyStartsError, an
-// *UnavailableError (the editor or the store could not be reached) or a *DispatchError: then
+// *port.UnavailableError (the editor or the store could not be reached) or a *port.DispatchError: then
 // nothing was stored.
 func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartRunResult, error) {
 	if len(cmds) > MaxStartRuns {
@@ -275,7 +276,7 @@ func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pendin
 	if err := errors.Join(errs...); err != nil {
 		// The catalog's errors other than not-found all mean the editor could not answer: a
 		// transient state, 503 like every other peer outage.
-		return nil, &UnavailableError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
+		return nil, &port.UnavailableError{Message: "the workflow editor is unreachable; nothing was started", Err: err}
 	}
 	for j, k := range wanted {
 		out[k] = got[j]
@@ -289,7 +290,7 @@ func (h StartRunsHandler) workflows(ctx context.Context, cmds []StartRun, pendin
 // prepare checks a snapshot once for all the starts of its workflow. A definition or an
 // input_schema that cannot be read makes its starts workflow_invalid, so one broken workflow
 // never fails the starts of the others in a batch.
-func prepare(snap Snapshot) prepared {
+func prepare(snap port.Snapshot) prepared {
 	if len(snap.ValidationErrors) > 0 {
 		return prepared{err: &run.InvalidWorkflowError{Errors: snap.ValidationErrors}}
 	}

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -60,16 +61,16 @@ func (m *editorModel) answered(org string) {
 	m.mu.Unlock()
 }
 
-func (m *editorModel) Workflow(_ context.Context, org string, ref WorkflowRef) (Snapshot, error) {
+func (m *editorModel) Workflow(_ context.Context, org string, ref port.WorkflowRef) (port.Snapshot, error) {
 	m.reads.Add(1)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, ok := m.versions[org+"/"+ref.ID]
 	if !ok {
-		return Snapshot{}, run.ErrWorkflowNotFound
+		return port.Snapshot{}, run.ErrWorkflowNotFound
 	}
 	def := fmt.Sprintf(`{"blocks":[{"block_id":"t","type":"trigger.manual","params":{}},{"block_id":"say","type":"log","params":{"message":"v%d"}}],"edges":[{"block_id":"t","target_block_id":"say"}]}`, v)
-	return Snapshot{ID: ref.ID, Version: v, Definition: json.RawMessage(def)}, nil
+	return port.Snapshot{ID: ref.ID, Version: v, Definition: json.RawMessage(def)}, nil
 }
 
 func (m *editorModel) Epochs(_ context.Context, orgs []string) ([]int64, error) {
@@ -87,7 +88,7 @@ func (m *editorModel) Epochs(_ context.Context, orgs []string) ([]int64, error) 
 
 // pinEngine stores nothing; it remembers the version each run pinned.
 type pinEngine struct {
-	Engine
+	port.Engine
 	pinned sync.Map // run id -> int64
 }
 
@@ -111,13 +112,13 @@ func (e *pinEngine) version(t *testing.T, id string) int64 {
 	return v.(int64)
 }
 
-func cachedHandler(m *editorModel, engine Engine, ttl time.Duration, now func() time.Time) StartRunsHandler {
+func cachedHandler(m *editorModel, engine port.Engine, ttl time.Duration, now func() time.Time) StartRunsHandler {
 	return NewStartRunsHandler(m, engine).WithCache(NewSnapshotCache(m, ttl, 0, now))
 }
 
 func startOne(t *testing.T, h StartRunsHandler, org, wf string) StartRunResult {
 	t.Helper()
-	res, err := h.Handle(t.Context(), []StartRun{{OrganizationID: org, Workflow: WorkflowRef{ID: wf}}})
+	res, err := h.Handle(t.Context(), []StartRun{{OrganizationID: org, Workflow: port.WorkflowRef{ID: wf}}})
 	require.NoError(t, err)
 	return res[0]
 }
@@ -222,9 +223,9 @@ func TestSnapshotCacheByteBudget(t *testing.T) {
 	size := 0
 	c := NewSnapshotCache(m, time.Hour, 3*(entryOverhead+200), nil)
 	put := func(id string) {
-		snap, _ := m.Workflow(t.Context(), "org_a", WorkflowRef{ID: id})
+		snap, _ := m.Workflow(t.Context(), "org_a", port.WorkflowRef{ID: id})
 		size = len(snap.Definition)
-		c.put(workflowKey{"org_a", WorkflowRef{ID: id}}, prepare(snap), 1)
+		c.put(workflowKey{"org_a", port.WorkflowRef{ID: id}}, prepare(snap), 1)
 	}
 	for _, id := range []string{"wf_1", "wf_2", "wf_3", "wf_4", "wf_5"} {
 		m.write("org_a", id)
@@ -233,13 +234,13 @@ func TestSnapshotCacheByteBudget(t *testing.T) {
 	put("wf_1")
 	put("wf_2")
 	put("wf_3")
-	_, ok := c.get(workflowKey{"org_a", WorkflowRef{ID: "wf_1"}}, 1) // wf_1 is now the most recent
+	_, ok := c.get(workflowKey{"org_a", port.WorkflowRef{ID: "wf_1"}}, 1) // wf_1 is now the most recent
 	require.True(t, ok)
 	put("wf_4")
 	put("wf_5")
 	require.Equal(t, 3, c.Len())
 	for id, kept := range map[string]bool{"wf_1": true, "wf_2": false, "wf_3": false, "wf_4": true, "wf_5": true} {
-		_, ok := c.get(workflowKey{"org_a", WorkflowRef{ID: id}}, 1)
+		_, ok := c.get(workflowKey{"org_a", port.WorkflowRef{ID: id}}, 1)
 		require.Equal(t, kept, ok, id)
 	}
 }
@@ -275,7 +276,7 @@ func TestSnapshotCacheExactUnderConcurrency(t *testing.T) {
 		wg.Go(func() {
 			for range startsEach {
 				floor := latest.Load()
-				res, err := h.Handle(context.Background(), []StartRun{{OrganizationID: "org_a", Workflow: WorkflowRef{ID: "wf_1"}}})
+				res, err := h.Handle(context.Background(), []StartRun{{OrganizationID: "org_a", Workflow: port.WorkflowRef{ID: "wf_1"}}})
 				if err != nil || res[0].Err != nil {
 					panic(fmt.Sprint(err, res))
 				}

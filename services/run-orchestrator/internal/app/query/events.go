@@ -1,4 +1,4 @@
-package app
+package query
 
 // The run event stream (GET /api/runs/:id/events), derived from the database alone: the
 // attempts and the run's status log, ordered by their change sequence, and the run's row. Any replica derives the same
@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/domain/run"
 )
 
@@ -26,21 +27,6 @@ const (
 	// it changes while the run is queued; it carries no id and is not replayed on resume.
 	EventQueue = "run.queue"
 )
-
-// SnapshotReader reads a run and its attempts changed after a sequence, consistently.
-type SnapshotReader interface {
-	Snapshot(ctx context.Context, org, id string, after int64) (run.Snapshot, error)
-}
-
-// Waker says when a run or an organization's runs may have changed.
-type Waker interface {
-	// WatchRun's channel receives after each notified change of the run; stop ends it.
-	WatchRun(runID string) (wake <-chan struct{}, stop func())
-	// WatchOrg's channel receives the ids of the organization's runs that changed (it may
-	// drop ids when the reader is slow; the stream then re-reads), or "" when the stream
-	// should read every change since its last read.
-	WatchOrg(org string) (runs <-chan string, stop func())
-}
 
 // statusCodes number the statuses in a cursor (0: none sent yet).
 var statusCodes = map[run.Status]int{ //nolint:gochecknoglobals // a constant table
@@ -185,25 +171,25 @@ func statusLast(e Event) int {
 func (c Cursor) Final() bool { return c.Status.Terminal() }
 
 // RunEvents are the stream's reads: snapshots (a store that cannot be reached is an
-// *UnavailableError) and the wake-ups.
+// *port.UnavailableError) and the wake-ups.
 type RunEvents struct {
-	reader SnapshotReader
-	waker  Waker
+	reader port.SnapshotReader
+	waker  port.Waker
 }
 
 // NewRunEvents returns the stream's use cases over reader and waker.
-func NewRunEvents(reader SnapshotReader, waker Waker) RunEvents {
+func NewRunEvents(reader port.SnapshotReader, waker port.Waker) RunEvents {
 	if reader == nil || waker == nil {
 		panic("nil reader or waker")
 	}
 	return RunEvents{reader: reader, waker: waker}
 }
 
-// Snapshot reads the run id of org and its attempts changed after the sequence after.
+// port.Snapshot reads the run id of org and its attempts changed after the sequence after.
 func (e RunEvents) Snapshot(ctx context.Context, org, id string, after int64) (run.Snapshot, error) {
 	s, err := e.reader.Snapshot(ctx, org, id, after)
-	return s, storeError(err)
+	return s, port.StoreError(err)
 }
 
-// Waker says when to read again.
-func (e RunEvents) Waker() Waker { return e.waker }
+// port.Waker says when to read again.
+func (e RunEvents) Waker() port.Waker { return e.waker }
