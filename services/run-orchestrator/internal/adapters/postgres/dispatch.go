@@ -129,7 +129,7 @@ func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []strin
 	// Without keys every run is stored, and runs that all ended need no job: their writes and
 	// the COMMIT go in the same round trip.
 	if len(keyed) == 0 && allEnded {
-		written, ended = ended, nil
+		written = ended
 		if err := s.queueFinished(first, written); err != nil {
 			return err
 		}
@@ -162,7 +162,7 @@ func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []strin
 		switch {
 		case ids[i] != r.ID:
 		case ended[i] != nil:
-			written, ended[i] = append(written, ended[i]), nil
+			written = append(written, ended[i])
 		case r.Group != nil: // its group admits it, below
 		default:
 			jobs = append(jobs, engine.NewJob{RunID: r.ID, Org: r.OrganizationID})
