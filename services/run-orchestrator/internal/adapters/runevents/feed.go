@@ -1,12 +1,7 @@
-// Package runevents is the feed of run changes: the run store publishes here, after each
-// commit, every change the interpreter decided (status, attempt started or finished, wait
-// armed or released, retry scheduled), in commit order per run. Readers (the event stream,
-// the console) subscribe to one run or one organization.
-//
-// The feed is in-process: a subscriber sees the changes committed by this replica. Each change
-// carries the run's change sequence (the logs cursor), so a reader that needs every change of
-// a run — whichever replica made it, or after falling behind — reads the logs from its last
-// sequence (GET /api/runs/:id/logs?after=) and follows the feed from there.
+// Package runevents is the in-process feed of run changes: the run store publishes here, after
+// each commit, every change of a run in commit order, and readers subscribe to one run or one
+// organization. A reader that needs every change reads the logs from its last change sequence
+// and follows the feed from there.
 package runevents
 
 import (

@@ -1,17 +1,8 @@
 // Package runnotify carries "this run changed" across replicas through Postgres LISTEN/NOTIFY,
-// and fans it out to the event streams open on this replica.
-//
-// The Notifier takes the changes the run store publishes after each commit (it is a
-// engine.Publisher) and sends one NOTIFY per few milliseconds for the runs that changed,
-// off the step's hot path: a step pays a map insert, not a round trip. It sends nothing while
-// no other replica has event streams open (each replica's heartbeat says whether it has, see
-// the replicas package): the streams of this replica are woken in process. The Listener holds one
-// connection per replica LISTENing on the channel and wakes the streams of the runs and
-// organizations named (the Hub). A notification is only a wake-up: streams read what changed
-// from the database (the logs cursor), so a notification lost (a listener reconnecting, a
-// NOTIFY that failed, one not sent because the sender did not know yet of this replica's
-// first stream) delays an event until the stream's next read, never loses it. For that last
-// case a replica's streams read again a moment after its first stream opened (Hub.OnFirst).
+// and fans it out to the event streams open on this replica: the Notifier batches the runs each
+// commit changed into one NOTIFY every few milliseconds (only while other replicas have streams
+// open), the Listener wakes the streams named (the Hub). A notification is only a wake-up:
+// streams read what changed from the database, so a lost one delays an event, never loses it.
 package runnotify
 
 import (

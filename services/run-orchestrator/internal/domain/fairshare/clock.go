@@ -1,36 +1,9 @@
 // Package fairshare orders the engine's work across organizations, so that one organization's
 // backlog cannot push every other organization's work back: start-time fair queueing, with
-// the job queue's own order as the scheduler.
-//
-// Every job that continues a run gets a tag, and the queue serves jobs in tag order (the engine
-// writes the tag as River's scheduled_at, which River's fetch orders by). An organization's
-// jobs get tags one stride apart, after its own last tag, or, when it has nothing queued, from
-// the virtual time: the tag at the head of the queue, the next job a worker will take. So
-//   - an organization with nothing queued is served next, right after the work in hand,
-//     however long another organization's queue (its job is tagged just before the head);
-//   - organizations that all have queued work take turns, one job each;
-//   - one organization alone is served as before, by every worker: tags only order the work,
-//     they never hold it back.
-//
-// Tags live in a band below the present. The virtual time starts a window (an hour) before the
-// replica starts and follows the head of the queue, which moves on a stride per job taken, far
-// slower than the clock, and no tag is ever later than now (a tag in the future would make
-// River hold the job back).
-//
-// Why the head and not the latest job taken: tags are handed out before the jobs commit, and
-// transactions commit in any order, so a worker may take a job whose tag is later than those of
-// jobs about to commit. Taken for where the queue stands, such a tag would put the next
-// organization's job behind all of those.
-//
-// The head has the same blind spot, narrower: it shows only committed jobs. When a burst of
-// transactions tags thousands of jobs at once (forty runs started together, each fanning out
-// to sixty steps) and the head is read after the later ones committed but before the earlier
-// ones did, a quiet organization's job tagged before that head would still land behind every
-// job of the earlier transactions, seconds of work. So the clock also remembers the lowest tag
-// it handed out over the last second or two (a transaction commits well within that), and a
-// quiet organization's job goes before the lower of that and the head. And since late commits
-// step the head back, an organization counts as having work queued only while its last tag is
-// at or after the latest head seen (before it, the queue held none of its committed jobs).
+// the job queue's own order as the scheduler. Every job gets a tag (River's scheduled_at); an
+// organization with nothing queued is tagged just before the head of the queue, busy ones take
+// turns. The orchestrator README ("Workers shared fairly across organizations") gives the rules
+// and why the head, and the lowest recent tag, stand for the virtual time.
 package fairshare
 
 import (
