@@ -251,7 +251,7 @@ func TestWebhooks(t *testing.T) {
 		require.Len(t, runsOf(t, u, eventsWF), 2, "msg_one and the Standard Webhooks delivery keyed gh-delivery-1")
 	})
 
-	// Issue 12, defect 4: the seed parses a body only when it is application/json; any other
+	// Issue 12, defect 4: a body is parsed only when it is application/json; any other
 	// body is the empty object and the delivery still dispatches, its signature checked over
 	// the raw bytes.
 	// A signed body of exactly 1 MiB is within the limit: its run input (the body wrapped in
