@@ -665,7 +665,7 @@ func requireMode0600(t *testing.T, path string) {
 	require.Equal(t, os.FileMode(0o600), info.Mode().Perm(), path)
 }
 
-// requireSession checks one API's entry has exactly the seed's fields, well formed.
+// requireSession checks one API's entry has exactly the documented fields, well formed.
 func requireSession(t *testing.T, file map[string]any, api string) map[string]any {
 	t.Helper()
 	sessions := obj(t, file["sessions"])

@@ -13,7 +13,7 @@ import (
 	"svc.dev/e2e/harness"
 )
 
-// TestEditor walks contract §2 (workflows and the seed's patch endpoint) through the gateway
+// TestEditor walks the workflows API (and the operations batch endpoint) through the gateway
 // only, with real credentials: each subtest signs up its own user (its own organization).
 // Bodies are sent as raw JSON so malformed ones reach the editor as written.
 func TestEditor(t *testing.T) {

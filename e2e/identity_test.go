@@ -13,7 +13,7 @@ import (
 	"svc.dev/e2e/harness"
 )
 
-// TestAuthLayer walks contract §1 and the seed's Authentication rules through the gateway.
+// TestAuthLayer walks the auth layer and its authentication rules through the gateway.
 func TestAuthLayer(t *testing.T) {
 	t.Parallel()
 	sys := startIdentitySystem(t, nil)

@@ -15,10 +15,10 @@ import (
 	"svc.dev/e2e/harness"
 )
 
-// TestRuns walks contract §3 (runs) through the gateway only, with real credentials: each
-// subtest signs up its own user (its own organization) and builds its workflows in the editor,
-// then dispatches, follows and steers runs in run-orchestrator. States are polled with
-// deadlines, never waited for with fixed sleeps.
+// TestRuns walks the runs API (docs/API.md, Runs) through the gateway only, with real
+// credentials: each subtest signs up its own user (its own organization) and builds its
+// workflows in the editor, then dispatches, follows and steers runs in run-orchestrator. States
+// are polled with deadlines, never waited for with fixed sleeps.
 func TestRuns(t *testing.T) {
 	t.Parallel()
 	// Polling is many requests a second per principal: the default 60 a minute would throttle it.

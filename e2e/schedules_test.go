@@ -19,10 +19,10 @@ import (
 	"svc.dev/libs/testkit"
 )
 
-// TestSchedules walks contract §4 through the gateway with real credentials, against the real
-// editor and orchestrator, on the real clock. The scheduler behind the gateway does not tick by
-// itself (SVC_SCHEDULER_TICK=0): the tests decide when ticks happen. A second scheduler replica
-// reaches the orchestrator through a proxy the outage test stops; ticks are sent to it
+// TestSchedules walks the schedules API through the gateway with real credentials, against the
+// real editor and orchestrator, on the real clock. The scheduler behind the gateway does not
+// tick by itself (SVC_SCHEDULER_TICK=0): the tests decide when ticks happen. A second scheduler
+// replica reaches the orchestrator through a proxy the outage test stops; ticks are sent to it
 // directly, signed as the gateway signs them.
 //
 // The tick tests fire what is due in every organization, so they run one after the other, and

@@ -287,10 +287,10 @@ func sessionOrKey(c caller, onSession, onKey func(*testing.T, response)) func(*t
 	return onSession
 }
 
-// wantKeyRefused: key administration with an API key (contract §1).
+// wantKeyRefused: key administration with an API key.
 var wantKeyRefused = wantAuthCode(http.StatusUnauthorized, "INVALID_REFERENCE_ID_FROM_API_KEY") //nolint:gochecknoglobals // test table
 
-// wantNotMember: an organization id of A's in an auth-layer request (contract §1 codes).
+// wantNotMember: an organization id of A's in an auth-layer request.
 var wantNotMember = wantAuthCode(http.StatusForbidden, "USER_IS_NOT_A_MEMBER_OF_THE_ORGANIZATION") //nolint:gochecknoglobals // test table
 
 // tenancyMatrix: per operation of the document, the probes B sends. A foreign id must answer
@@ -408,7 +408,7 @@ func tenancyMatrix() map[string]tenancyEntry {
 
 		// --- scheduler ----------------------------------------------------------------------
 		"POST /api/schedules": func(f *tenancyFixture, c caller) []tenancyProbe {
-			// Contract §4: a workflow not in this organization is 404 workflow_not_found.
+			// A workflow not in this organization is 404 workflow_not_found.
 			return foreign("", "POST", "/api/schedules%.0s", f.wfA, missingWF, func(id string) any {
 				return map[string]any{"workflowId": id, "cron": "* * * * *"}
 			}, wantServiceError(http.StatusNotFound, "workflow_not_found"))
@@ -534,7 +534,7 @@ func tenancyMatrix() map[string]tenancyEntry {
 		},
 		"POST /api/auth/organization/create": func(f *tenancyFixture, c caller) []tenancyProbe {
 			return []tenancyProbe{{name: "A's slug", method: "POST", path: "/api/auth/organization/create",
-				// Slugs are global (contract §1 ORGANIZATION_ALREADY_EXISTS): nothing is created.
+				// Slugs are global (ORGANIZATION_ALREADY_EXISTS): nothing is created.
 				body: map[string]any{"name": "stolen", "slug": f.slugA},
 				want: sessionOrKey(c, wantAuthCode(http.StatusBadRequest, "ORGANIZATION_ALREADY_EXISTS"), wantAuthCode(http.StatusUnauthorized, "UNAUTHORIZED"))}}
 		},

@@ -32,10 +32,10 @@ const (
 	whStandardSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 )
 
-// TestWebhooks walks contract §5 through the gateway: webhook-ingress first starts with no
-// route configured (both disabled, and it says so), then is restarted with both shipped routes
-// pointed, by slug, at an organization and workflows this test created. Deliveries are signed
-// the way GitHub and Standard Webhooks senders sign them.
+// TestWebhooks walks the webhook routes through the gateway: webhook-ingress first starts with
+// no route configured (both disabled, and it says so), then is restarted with both shipped
+// routes pointed, by slug, at an organization and workflows this test created. Deliveries are
+// signed the way GitHub and Standard Webhooks senders sign them.
 func TestWebhooks(t *testing.T) {
 	t.Parallel()
 	sys := startIdentitySystem(t, map[string]string{"SVC_RATE_LIMIT_PER_MINUTE": "1000000"})
@@ -51,7 +51,7 @@ func TestWebhooks(t *testing.T) {
 	u := newRunsUser(t, sys, "webhooks")
 	org, _ := obj(t, u.c.get("/api/auth/get-session").Body["session"])["activeOrganizationId"].(string)
 	require.Regexp(t, `^org_`, org)
-	// Routes name their organization by slug (contract §5); webhook-ingress asks identity for
+	// Routes name their organization by slug; webhook-ingress asks identity for
 	// its id.
 	slug := orgSlug(t, u.c, org)
 	eventsWF := u.workflow("on-event", wfDef(
@@ -251,7 +251,7 @@ func TestWebhooks(t *testing.T) {
 		require.Len(t, runsOf(t, u, eventsWF), 2, "msg_one and the Standard Webhooks delivery keyed gh-delivery-1")
 	})
 
-	// Issue 12, defect 4: the seed parses a body only when it is application/json; any other
+	// Issue 12, defect 4: a body is parsed only when it is application/json; any other
 	// body is the empty object and the delivery still dispatches, its signature checked over
 	// the raw bytes.
 	// A signed body of exactly 1 MiB is within the limit: its run input (the body wrapped in

@@ -181,7 +181,7 @@ func (c *Client) ListAPIKeys(ctx context.Context, cookie string) ([]APIKey, erro
 	return out.APIKeys, nil
 }
 
-// RevokeAPIKey revokes a key (DELETE /api/auth/api-key/:id, the seed's route).
+// RevokeAPIKey revokes a key (DELETE /api/auth/api-key/:id).
 func (c *Client) RevokeAPIKey(ctx context.Context, cookie, id string) error {
 	_, err := c.do(ctx, request{method: http.MethodDelete, path: "/api/auth/api-key/" + url.PathEscape(id), auth: Auth{Cookie: cookie}})
 	return err

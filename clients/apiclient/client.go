@@ -1,4 +1,4 @@
-// Package apiclient is the typed client of the public API (seed, contract §1–§4), shared by the
+// Package apiclient is the typed client of the public API (docs/API.md), shared by the
 // svc CLI and the MCP tools: one method per route they use, typed errors carrying the
 // contract's code, and the headers identity needs (Origin on every call, the session cookie
 // for key administration, the API key elsewhere).
@@ -18,14 +18,14 @@ import (
 	"time"
 )
 
-// SessionCookieName is the cookie identity sets on sign-in and sign-up (contract §1).
+// SessionCookieName is the cookie identity sets on sign-in and sign-up.
 const SessionCookieName = "svc.session_token"
 
 // maxRateLimitRetries bounds how often one read is retried after a 429.
 const maxRateLimitRetries = 5
 
-// Auth is the credential a request carries: a session cookie (key administration, contract
-// §1: keys are managed only with a session) or an API key (every domain route), or neither.
+// Auth is the credential a request carries: a session cookie (key administration:
+// keys are managed only with a session) or an API key (every domain route), or neither.
 type Auth struct {
 	// Cookie is the session cookie as a "name=value" pair.
 	Cookie string

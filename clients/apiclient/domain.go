@@ -9,14 +9,14 @@ import (
 	"strconv"
 )
 
-// The domain routes (contract §2–§4) answer JSON that the CLI prints as it came (JSON output)
+// The domain routes answer JSON that the CLI prints as it came (JSON output)
 // or reads a few fields of (tables), so these methods return the raw answer.
 
-// pageLimit is the page size used to read whole lists (contract §0: at most 500).
+// pageLimit is the page size used to read whole lists (the API allows at most 500).
 const pageLimit = 500
 
 // Page is one page of a list: its items and the cursor of the next page (nil after the last;
-// the logs endpoint returns one even on the last page, contract §3).
+// the logs endpoint returns one even on the last page).
 type Page struct {
 	Items      []json.RawMessage `json:"items"`
 	NextCursor *string           `json:"nextCursor"`
@@ -245,7 +245,7 @@ func (c *Client) ListSchedulesPage(ctx context.Context, key, workflowID, after s
 	return c.page(ctx, key, "/api/schedules", map[string]string{"workflowId": workflowID, "after": after}, limit)
 }
 
-// CreateScheduleRequest is POST /api/schedules's body (contract §4).
+// CreateScheduleRequest is POST /api/schedules's body.
 type CreateScheduleRequest struct {
 	WorkflowID string          `json:"workflowId"`
 	Cron       string          `json:"cron"`
@@ -264,7 +264,7 @@ func (c *Client) GetSchedule(ctx context.Context, key, id string) (json.RawMessa
 	return c.get(ctx, key, join("/api/schedules/", id), nil)
 }
 
-// UpdateSchedule changes a schedule: body holds the members to change (contract §4's PATCH).
+// UpdateSchedule changes a schedule: body holds the members to change (a PATCH).
 func (c *Client) UpdateSchedule(ctx context.Context, key, id string, body json.RawMessage) (json.RawMessage, error) {
 	return c.send(ctx, key, http.MethodPatch, join("/api/schedules/", id), body, nil)
 }

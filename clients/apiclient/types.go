@@ -5,7 +5,7 @@ import (
 	"fmt"
 )
 
-// The public API's resources as typed values (contract §2–§4), for callers that read more
+// The public API's resources as typed values, for callers that read more
 // than a few fields (the MCP tools build their output schemas from them). Members whose
 // content is any JSON (params, input, output, payloads, schemas) are `any`: they go through
 // as the API sent them. The `jsonschema` tags describe each member to a model.

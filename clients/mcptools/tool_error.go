@@ -8,7 +8,7 @@ import (
 	api "svc.dev/clients/apiclient"
 )
 
-// ToolError is a tool call that failed: the API's error code and message (contract §0) and
+// ToolError is a tool call that failed: the API's error code and message and
 // the rest of its answer (validation_errors, issues, retryAfterMs...). Its text, which the
 // model reads, is that answer as JSON with the HTTP status added.
 type ToolError struct {

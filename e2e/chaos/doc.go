@@ -1,9 +1,6 @@
-// Package chaos holds the system's reliability suites (docs/RELIABILITY.md): TestChaos runs a
-// mixed workload through the gateway while processes are killed and restarted, Postgres is
-// restarted, Redis is flushed and stopped and services are cut apart, then checks the
-// invariants of the contract; TestSoak runs the same workload without faults and watches
-// resources for unbounded growth; TestIsolation is the noisy-neighbour run, a quiet
-// organization's latency measured while another one pushes every limit. All start their own
-// private Postgres and Redis (e2e/harness) and every service as a real process. See
-// chaos_test.go and isolation_test.go.
+// Package chaos holds the system's reliability suites, described in docs/RELIABILITY.md:
+// TestChaos (a mixed workload under killed processes, restarted Postgres, flushed or stopped
+// Redis and cut links, then the API's invariants checked), TestSoak (the same workload without
+// faults, watching for unbounded growth) and TestIsolation (a quiet organization's latency
+// while a noisy one pushes every limit). Each starts its own Postgres, Redis and services.
 package chaos

@@ -10,7 +10,7 @@ import (
 	"strings"
 )
 
-// serviceCodes is the one table of the service error codes a client may see (contract §0-§5,
+// serviceCodes is the one table of the service error codes a client may see (docs/API.md,
 // proto/errs) with the status each one has. 5xx codes are left out on purpose: no request of
 // this test may be answered with one.
 var serviceCodes = map[string]int{ //nolint:gochecknoglobals // the test's error table
@@ -34,7 +34,7 @@ var serviceCodes = map[string]int{ //nolint:gochecknoglobals // the test's error
 	"invalid_origin":         403,
 }
 
-// authCodes is the same for the auth layer's {code, message} errors (contract §1 and the
+// authCodes is the same for the auth layer's {code, message} errors (docs/API.md and the
 // AuthError schema of the document); INVALID_TOKEN is 400 for a reset token, 401 for a key.
 var authCodes = map[string][]int{ //nolint:gochecknoglobals // the test's error table
 	"MISSING_OR_NULL_ORIGIN":                   {403},
@@ -69,7 +69,7 @@ var authCodes = map[string][]int{ //nolint:gochecknoglobals // the test's error 
 // guardedCodes can answer any guarded route: the guard, the rate limit, the body limit.
 var guardedCodes = []string{"unauthorized", "no_active_organization", "rate_limited", "payload_too_large", "invalid_origin"} //nolint:gochecknoglobals // error table
 
-// routeCodes are the codes each operation may answer besides guardedCodes (contract §2-§5 and
+// routeCodes are the codes each operation may answer besides guardedCodes (docs/API.md and
 // the operation's responses in the document).
 var routeCodes = map[string][]string{ //nolint:gochecknoglobals // error table
 	// MCP: a body that is not an MCP JSON-RPC message, or an Accept that does not take JSON.

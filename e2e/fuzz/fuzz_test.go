@@ -152,9 +152,9 @@ type fuzzer struct {
 // at a time, the database fingerprinted around each, so that a rejected request that stored
 // anything is caught exactly). Every answer is checked: no 5xx, error bodies in the contract's
 // shape with a code from its table for that route, documented 2xx bodies, the headers of
-// contract §0, and the contract's definite answers (401 without credentials, 400 invalid_query
-// for a bad limit, 405 for a wrong method, ...). Failures are printed with the exact request
-// and collected; the run fails at the end with a summary grouped by kind.
+// docs/API.md (Conventions), and the API's definite answers (401 without credentials, 400
+// invalid_query for a bad limit, 405 for a wrong method, ...). Failures are printed with the
+// exact request and collected; the run fails at the end with a summary grouped by kind.
 func TestHTTPFuzz(t *testing.T) {
 	t.Parallel()
 	seed := uint64(time.Now().UnixNano())

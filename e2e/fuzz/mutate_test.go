@@ -228,7 +228,7 @@ func mutations() []mutation {
 				req.Expect = expect(400, "a required header missing", "webhook_rejected")
 				return
 			}
-			// Not application/json: the body is the empty object (seed §webhooks) and a correctly
+			// Not application/json: the body is the empty object (docs/API.md, Webhooks) and a correctly
 			// signed delivery dispatches; nothing definite to expect beyond no 5xx.
 			req.Header.Set("Content-Type", anyOf(r, []string{"text/plain", "application/x-www-form-urlencoded", "application/xml", "multipart/form-data; boundary=x"}))
 		}},

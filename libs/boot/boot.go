@@ -104,7 +104,7 @@ type Base struct {
 // DefaultGCPercent is the collector's target a service runs with when GOGC is not set. The
 // services' live heaps are tens of MB, and the per-request garbage is what drives the
 // collector. At 200 starts/s, marking was 5 % of the gateway's CPU samples and 10 % of the
-// orchestrator's (bench/RESULTS.md, issue 16). Letting the heap grow to 3× the live heap
+// orchestrator's (tools/bench; bench/RESULTS.md). Letting the heap grow to 3× the live heap
 // instead of 2× runs the collector half as often.
 const DefaultGCPercent = 200
 

@@ -28,14 +28,14 @@ const (
 // AuthMode says how the caller proved who it is.
 type AuthMode string
 
-// The modes of the seed, and the mode of a call from one service to another.
+// The modes of a public request, and the mode of a call from one service to another.
 const (
 	ModeSession AuthMode = "session"
 	ModeAPIKey  AuthMode = "api-key"
 	ModeService AuthMode = "service"
 )
 
-// Identity is the request context every handler gets (seed: user, organizationId, authMode,
+// Identity is the request context every handler gets (user, organizationId, authMode,
 // apiKeyId). Service is set instead for internal calls between services.
 type Identity struct {
 	UserID         string   `json:"uid,omitempty"`

@@ -1,19 +1,7 @@
-// Package ratelimit keeps token buckets (GCRA) in Redis, one round trip per decision, and
-// answers from buckets in process memory while Redis cannot. The gateway limits each
+// Package ratelimit keeps token buckets (GCRA) in Redis, one round trip per decision. A
+// decision never fails: while Redis errs, is slow or is cut off by the circuit breaker, buckets
+// in process memory answer instead (see Limiter and Local). The gateway limits each
 // (organization, principal) with it; identity limits sign-in attempts.
-//
-// A decision never fails. When Redis errs or does not answer within a short timeout, the
-// call is answered by an in-process bucket for the same key instead, and a circuit breaker
-// (gobreaker) stops asking a Redis that keeps failing, so that an outage costs requests no
-// timeout. The breaker lets one call through now and then; when Redis answers it, the
-// limiter goes back to Redis. Each switch is logged once.
-//
-// In-process buckets are per replica: during an outage each replica enforces the whole limit
-// on its own, so a client spread over N replicas gets up to N times the limit, and buckets
-// start full on the switch in both directions (what was spent in Redis is not known in
-// process, and what was spent in process is not written back). They are bounded
-// (Options.MaxLocalKeys): a bucket that is not full is never forgotten to make room, so
-// while that many are in use a key without one is refused until one refills (see Local).
 package ratelimit
 
 import (
@@ -120,6 +108,14 @@ func (o Options) withDefaults() Options {
 }
 
 // Limiter decides in Redis, or in process while Redis fails. It is safe for concurrent use.
+//
+// A call Redis does not answer within the timeout is decided by the in-process bucket of the
+// same key, and a circuit breaker (gobreaker) stops asking a Redis that keeps failing, so an
+// outage costs requests no timeout; now and then the breaker lets one call probe Redis, and
+// the limiter goes back to it when it answers. Each switch is logged once. In-process buckets
+// are per replica: during an outage each replica enforces the whole limit on its own, so a
+// client spread over N replicas gets up to N times the limit, and buckets start full on the
+// switch in both directions.
 type Limiter struct {
 	log   *slog.Logger
 	rate  *redis_rate.Limiter

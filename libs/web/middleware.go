@@ -15,7 +15,7 @@ import (
 	"svc.dev/proto/errs"
 )
 
-// MaxBodyBytes is the largest request body any public route accepts (contract §0).
+// MaxBodyBytes is the largest request body any public route accepts (docs/API.md, Limits).
 const MaxBodyBytes = 1 << 20
 
 // MaxRPCBodyBytes is the largest request body of an internal RPC: a webhook's run input is a

@@ -13,7 +13,7 @@ import (
 // Prefix names the kind of an id; it is written before the time-ordered part.
 type Prefix string
 
-// The id prefixes of contract §0.
+// The id prefixes of the public API.
 const (
 	User         Prefix = "usr"
 	Organization Prefix = "org"

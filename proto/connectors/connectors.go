@@ -2,40 +2,8 @@
 // that runs it (Runtime, Executor). Each built-in connector is one folder under builtin/: its
 // catalog entry (one JSON file per block type, embedded here) beside its executor. The editor
 // validates block params against the catalog and lists it publicly; the orchestrator executes
-// blocks with the executors, retry policies and timeouts.
-//
-// Why JSON files rather than Go values: the params and output schemas are JSON Schema
-// documents (draft 2020-12) that the jsonschema validator reads as they are, that the public
-// catalog returns as they are, and that a reviewer compares with the contract line by line.
-//
-// Marks beyond JSON Schema, which validators ignore as unknown keywords:
-//   - "hidden": true on a top-level property of params: the param is set only by server
-//     configuration. It is never listed publicly, and a client that sends it has its operation
-//     skipped (hidden_param_in_input).
-//   - "x-expression": true on a string property: the value is a bare expr-lang expression (not a
-//     {{ }} template); the editor parses it at patch time.
-//   - "x-aliases": [names] on a top-level property: the names other tools and languages give
-//     the param ("predicate" for a condition's expression, "endpoint" for a URL). The editor
-//     suggests the param for them (did_you_mean of unknown_param) before any guess by spelling.
-//   - "x-json-schema": true on a property: the value is itself a JSON Schema (draft 2020-12
-//     unless its $schema says otherwise), which the editor compiles at patch time with nothing
-//     loaded from outside it.
-//   - "x-template-scope": [roots] on a string property, at any depth: its {{ }} templates are
-//     evaluated before any step ran, over those roots only (a trigger's concurrency.key: the
-//     run input). The editor skips an operation whose template there names another root
-//     (invalid_param, with the allowed roots as its hint).
-//
-// An entry's "aliases" are the names other products give its block type ("fetch" and
-// "webhook_call" for http.request, "switch" for condition, "cron" for trigger.schedule): the
-// editor suggests the type for them (did_you_mean of block_type_not_registered). An alias is
-// never a type, and no two types share one.
-//
-// Formats beyond JSON Schema's, which other validators ignore: "go-duration" is a duration Go's
-// time.ParseDuration reads ("90s", "1h30m"); a pattern next to it says the same to them.
-//
-// A top-level "oneOf" whose branches each only require one param means "exactly one of these
-// params": the editor reports none of them as missing_required_param and two or more as
-// invalid_param.
+// blocks with the executors, retry policies and timeouts. proto/README.md lists what an entry
+// may say beyond JSON Schema; ADR 0007 says why the catalog is JSON.
 package connectors
 
 import (
@@ -54,7 +22,7 @@ var files embed.FS //nolint:gochecknoglobals // go:embed needs a package-level v
 // Category groups block types in the catalog.
 type Category string
 
-// The categories of contract §2.
+// The categories of the public catalog.
 const (
 	CategoryTrigger Category = "trigger"
 	CategoryAction  Category = "action"
@@ -175,7 +143,7 @@ func (e Entry) HiddenParams() []string {
 	return hidden
 }
 
-// Public returns the entry as the public catalog shows it (contract §2's members only): hidden
+// Public returns the entry as the public catalog shows it (the members GET /api/connectors documents): hidden
 // params are gone from the params schema (from properties and required alike), and so is
 // every hidden mark; the type's aliases serve the editor's suggestions and are not listed.
 func (e Entry) Public() Entry {

@@ -12,7 +12,7 @@ import (
 	"svc.dev/proto/connectors"
 )
 
-// The built-in connectors of contract §2, which the catalog must hold at least.
+// The built-in connectors the API documents, which the catalog must hold at least.
 func builtins() []string {
 	return []string{
 		"trigger.manual", "trigger.webhook", "trigger.schedule", "http.request",

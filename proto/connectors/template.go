@@ -8,7 +8,7 @@ import (
 // ErrUnclosedTemplate is a "{{" without its "}}".
 var ErrUnclosedTemplate = errors.New(`"{{" is not closed by "}}"`) //nolint:gochecknoglobals // sentinel
 
-// Segment is one piece of a templated string param (contract §2): literal text, or the
+// Segment is one piece of a templated string param: literal text, or the
 // expression of one {{ expr }}, trimmed.
 type Segment struct {
 	Text string

@@ -13,7 +13,7 @@ import (
 // Code is a stable, public error code.
 type Code string
 
-// The public codes of the seed and the contract, and one for failures that must not leak.
+// The public codes (docs/API.md, The error codes), and one for failures that must not leak.
 const (
 	Unauthorized         Code = "unauthorized"
 	NoActiveOrganization Code = "no_active_organization"

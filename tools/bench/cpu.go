@@ -13,10 +13,9 @@ import (
 	"time"
 )
 
-// CPU per operation, by process, read from /proc (issue: "CPU per run by process (from
-// /proc)"). At the start and at the end of a measured window (never the warm-up) bench reads
-// utime + stime (fields 14 and 15 of /proc/<pid>/stat, in clock ticks, every thread of the
-// process included) of:
+// CPU per operation, by process, read from /proc. At the start and at the end of a measured
+// window (never the warm-up) bench reads utime + stime (fields 14 and 15 of /proc/<pid>/stat,
+// in clock ticks, every thread of the process included) of:
 //   - each service of the system bench started (gateway, identity, workflow-editor,
 //     run-orchestrator, scheduler, webhook-ingress), found among bench's own descendants by
 //     executable name, as waiting-rss finds the orchestrator (none with -no-system);

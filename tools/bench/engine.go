@@ -17,7 +17,7 @@ import (
 	"svc.dev/clients/apiclient"
 )
 
-// The engine scenarios of issue 5 beyond run-start and chain-40: the highest start rate, the
+// The engine scenarios beyond run-start and chain-40: the highest start rate, the
 // chains of 10 ms blocks and of 400 blocks, step attempts per second, dispatch → first attempt,
 // the closed loop of 16 clients. The wait scenarios are in waits.go. Every one reads the
 // engine's own server-side timestamps through the runs API (createdAt, startedAt, finishedAt of
@@ -311,7 +311,7 @@ func errorsIn(st Stats) bool { return st.TransportErrors+st.StatusErrors > 0 }
 
 // runStartMax finds the highest rate of POST /api/workflows/:id/run through the gateway with an
 // API key (run-start's request: trigger.manual → log, empty body, a 202 with a runId) that
-// holds p99 ≤ 100 ms (issue 5: ≥ 1,000 runs/s). It steps the open-loop rate up the ladder
+// holds p99 ≤ 100 ms (target: ≥ 1,000 runs/s). It steps the open-loop rate up the ladder
 // runStartSteps, each step a phase of its own (a warm-up of at most 1 s and a measured part
 // of at most 5 s: -duration and the warm-up when shorter), and stops at the first step that
 // misses: p99 over 100 ms, any error, or an achieved rate under 95% of the target (the system
@@ -464,7 +464,7 @@ func runSequential(ctx context.Context, env Env, keyed *apiclient.Client, wf str
 	return res, nil
 }
 
-// chain40Slow is Windmill's shape with ~10 ms blocks (issue 5: ≤ 550 ms): a manual trigger and
+// chain40Slow is Windmill's shape with ~10 ms blocks (target: ≤ 550 ms): a manual trigger and
 // 40 http.request blocks in a line, each a GET to an HTTP server bench runs on loopback that
 // sleeps 10 ms and answers 200 (so the 40 sleeps alone are 400 ms). The orchestrator must be
 // allowed to call loopback: the system bench starts has SVC_HTTP_ALLOW_PRIVATE=1; with
@@ -537,7 +537,7 @@ func (c chain40Slow) Run(ctx context.Context, env Env) ([]Result, error) {
 }
 
 // chain400 is 400 no-op blocks in a line (trigger + 399 log blocks, chain-40's shape), dispatch
-// → completed (issue 5: ≤ 1 s), one run at a time as chain-40. The workflow is built in two
+// → completed (target: ≤ 1 s), one run at a time as chain-40. The workflow is built in two
 // patches (the editor takes at most 500 ops per patch).
 type chain400 struct{}
 
@@ -563,8 +563,8 @@ func (c chain400) Run(ctx context.Context, env Env) ([]Result, error) {
 	return res, err
 }
 
-// perStepFinding compares chain-400's cost per block with chain-40's in the same run (issue
-// 13: per-step cost independent of the run's size, chain-400 per step ≤ 1.2 × chain-40 per
+// perStepFinding compares chain-400's cost per block with chain-40's in the same run (target:
+// per-step cost independent of the run's size, chain-400 per step ≤ 1.2 × chain-40 per
 // step), from the API's createdAt → finishedAt p50 of each. Empty when chain-40 did not run.
 func perStepFinding(earlier []Result, long Result) string {
 	for _, r := range earlier {
@@ -582,7 +582,7 @@ func perStepFinding(earlier []Result, long Result) string {
 
 // ---- step-rate ---------------------------------------------------------------------------
 
-// stepRate measures step attempts per second that one orchestrator replica sustains (issue 5:
+// stepRate measures step attempts per second that one orchestrator replica sustains (target:
 // ≥ 2,000/s) and compares it with pgbench's transactions per second of the same run (one
 // insert + one update each, the least a durable step commits). Runs of a 40-block no-op chain
 // are kept in flight: every stepTick bench counts the workflow's queued and running runs
@@ -741,7 +741,7 @@ func (s stepRate) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // ---- first-attempt -----------------------------------------------------------------------
 
-// firstAttempt measures dispatch → first attempt started (issue 5: p99 ≤ 10 ms): runs of
+// firstAttempt measures dispatch → first attempt started (target: p99 ≤ 10 ms): runs of
 // trigger.manual → log are started open loop at the scenario's rate (100/s by default) through
 // the gateway; afterwards, for every run created after the warm-up (by its createdAt), the
 // run's createdAt (the dispatch transaction) is compared with the earliest startedAt in its
@@ -838,7 +838,7 @@ func (s firstAttempt) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // ---- closed-loop-16 ----------------------------------------------------------------------
 
-// closedLoop16 is the closed loop of issue 5 (≥ 500 completed runs/s; Temporal here 52–62/s):
+// closedLoop16 is the closed loop (target ≥ 500 completed runs/s; Temporal here 52–62/s):
 // 16 clients, each starting a run of trigger.manual → log through the gateway, polling
 // GET /api/runs/:id every closedPoll until it is completed, and starting the next. After the
 // warm-up, the runs completed (as the client saw them) within -duration are counted. The

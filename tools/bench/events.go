@@ -17,7 +17,7 @@ import (
 // ---- event-latency -----------------------------------------------------------------------
 
 // eventLatency measures how long a run's attempt events take from their commit to a client of
-// the event stream (issue 15: p99 ≤ 50 ms at 100 runs/s). Runs of trigger.manual → wait 100ms
+// the event stream (target: p99 ≤ 50 ms at 100 runs/s). Runs of trigger.manual → wait 100ms
 // → log → wait 100ms → log are started open loop at the scenario's rate (100/s by default)
 // for the warm-up and -duration; right after each 202 a client opens
 // GET /api/runs/:id/events through the gateway with the scenario's API key and reads it to the

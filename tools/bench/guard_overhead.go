@@ -11,7 +11,7 @@ import (
 	"svc.dev/libs/internalauth"
 )
 
-// guardOverhead measures what the guard and the rate limit add to a request (issue 3: at most
+// guardOverhead measures what the guard and the rate limit add to a request (target: at most
 // 1 ms at p50 and 3 ms at p99 at 500 req/s). The request is GET /api/connectors, which the
 // editor answers from memory, so its own work is the same small amount every time:
 //
@@ -31,7 +31,7 @@ type guardOverhead struct{}
 
 func (guardOverhead) Name() string { return "guard-overhead" }
 
-// The issue's targets for what the guard and the rate limit add.
+// The targets for what the guard and the rate limit add.
 const (
 	guardTargetP50 = time.Millisecond
 	guardTargetP99 = 3 * time.Millisecond
@@ -125,7 +125,7 @@ func proxyOverhead(earlier []Result) hop {
 }
 
 // guardFinding says what B − A comes to, what the guard and rate limit come to once the proxy
-// hop is taken off, and whether that meets the issue's target.
+// hop is taken off, and whether that meets the target.
 func guardFinding(a, b Stats, proxy hop) string {
 	var sb strings.Builder
 	d50, d99 := b.P50-a.P50, b.P99-a.P99

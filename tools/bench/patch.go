@@ -13,7 +13,7 @@ import (
 	"svc.dev/clients/apiclient"
 )
 
-// patch100Ops measures a 100-op batch through the gateway (issue 4: p99 ≤ 20 ms). The batch is
+// patch100Ops measures a 100-op batch through the gateway (target: p99 ≤ 20 ms). The batch is
 // the one the editor's in-process BenchmarkPatch100Ops sends: 50 `add`s of http.request blocks
 // with params (one a template), 49 `connect`s chaining them, one `update`.
 //
@@ -112,7 +112,7 @@ func (p patch100Ops) Run(ctx context.Context, env Env) ([]Result, error) {
 	}}, nil
 }
 
-// patch1000Blocks measures a patch of a 1,000-block workflow through the gateway (issue 4: p99
+// patch1000Blocks measures a patch of a 1,000-block workflow through the gateway (target: p99
 // ≤ 100 ms). The workflow is the one of the editor's BenchmarkPatch1000BlockWorkflow: a manual
 // trigger and 999 log blocks in a chain, each logging its predecessor's output through a
 // template, so validation walks the whole graph and parses a template per block. It is built

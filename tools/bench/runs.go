@@ -13,7 +13,7 @@ import (
 	"svc.dev/clients/apiclient"
 )
 
-// runStart measures starting a run through the gateway (issue 5: POST /run p99 ≤ 15 ms at 200
+// runStart measures starting a run through the gateway (target: POST /run p99 ≤ 15 ms at 200
 // runs/s). One workflow, trigger.manual → log, is built before the phase; every request is
 // POST /api/workflows/:id/run with an empty body and the scenario's API key, and counts when it
 // is a 202 with a runId. Only the 202 is measured, not the run: the runs it starts execute
@@ -136,7 +136,7 @@ func runStartFinding(st Stats) string {
 		runStartTarget.Milliseconds(), st.TargetRate, millis(st.P50), millis(st.P99), verdict(st.P99 <= runStartTarget))
 }
 
-// chain40 measures a linear workflow of 40 no-op blocks from dispatch to completed (issue 5,
+// chain40 measures a linear workflow of 40 no-op blocks from dispatch to completed (target,
 // Windmill's shape: ≤ 100 ms). It is not open loop: one run at a time, chainWarmup runs not
 // recorded and then chainRuns recorded, each dispatched with POST /run and then polled with
 // GET /api/runs/:id every chainPoll until it is completed. Two rows: the client-observed time

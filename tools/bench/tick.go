@@ -12,8 +12,8 @@ import (
 	"svc.dev/clients/apiclient"
 )
 
-// scheduleTick measures one admin tick that claims and dispatches 10,000 due schedules (issue
-// 6: ≤ 5 s). Setup, not measured: one workflow (trigger.manual → log) and 10,000 schedules of
+// scheduleTick measures one admin tick that claims and dispatches 10,000 due schedules (target:
+// ≤ 5 s). Setup, not measured: one workflow (trigger.manual → log) and 10,000 schedules of
 // it through the gateway, all firing at one chosen minute only ("M H D Mon *", so they are due
 // once and never again during the run). Once that minute has passed, one POST /api/admin/tick
 // is timed from the request to its answer; it must have claimed 10,000 and started 10,000

@@ -15,12 +15,12 @@ import (
 	"svc.dev/clients/apiclient"
 )
 
-// The wait scenarios of issue 5: sleep wake-up lateness, signal → resume, and the
+// The wait scenarios: sleep wake-up lateness, signal → resume, and the
 // orchestrator's memory with 10,000 runs waiting. Helpers are in engine.go.
 
 // ---- sleep-lateness ----------------------------------------------------------------------
 
-// sleepLateness measures how late a durable sleep wakes (issue 5: p99 ≤ 25 ms; Temporal's
+// sleepLateness measures how late a durable sleep wakes (target: p99 ≤ 25 ms; Temporal's
 // timers wake 9–17 ms late here). Runs of trigger.manual → wait {duration: 200ms} → log are
 // started open loop at the scenario's rate (50/s by default) for the warm-up and -duration;
 // once they have all finished, the logs of every run created after the warm-up (by its
@@ -178,7 +178,7 @@ func (s sleepLateness) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // ---- signal-resume -----------------------------------------------------------------------
 
-// signalResume measures signal → resume (issue 5: p99 ≤ 50 ms). Runs of trigger.manual →
+// signalResume measures signal → resume (target: p99 ≤ 50 ms). Runs of trigger.manual →
 // wait {signal: "go"} → log, signalWorkers at a time: each worker starts a run, polls it every
 // signalPoll until it is waiting on the signal (the run's status and its waiting block are
 // committed with the waits row), takes the time T and sends POST /api/runs/:id/signals
@@ -304,7 +304,7 @@ func (s signalResume) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // ---- waiting-rss -------------------------------------------------------------------------
 
-// waitingRSS measures the orchestrator's memory with 10,000 runs waiting (issue 5: RSS ≤ 150
+// waitingRSS measures the orchestrator's memory with 10,000 runs waiting (target: RSS ≤ 150
 // MB). It reads VmRSS from /proc/<pid>/status of the run-orchestrator process that the
 // devstack bench started runs (found among bench's own descendants, so a `make run` or another
 // system on this machine is never measured; with -no-system there is none and the scenario

@@ -29,7 +29,7 @@ import (
 	"svc.dev/tools/internal/workspace"
 )
 
-// webhookDelivery measures signed Standard Webhooks deliveries through the gateway (issue 6:
+// webhookDelivery measures signed Standard Webhooks deliveries through the gateway (target:
 // p99 ≤ 20 ms at 500/s), in two phases: new deliveries (a fresh webhook-id each, so every one
 // starts a run through the orchestrator's StartRun) and redeliveries of those ids (answered
 // from the Redis fast path, no run started).

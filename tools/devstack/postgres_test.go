@@ -18,7 +18,7 @@ import (
 )
 
 // testPostgresURL is a server the tests may create databases on: SVC_TEST_DATABASE_URL (what CI
-// sets, see ARCHITECTURE §7) or the standard local one. Tests that need it skip without it.
+// sets) or the standard local one. Tests that need it skip without it.
 func testPostgresURL(t *testing.T) string {
 	t.Helper()
 	u := os.Getenv("SVC_TEST_DATABASE_URL")

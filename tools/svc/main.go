@@ -1,6 +1,5 @@
 // Command svc is the command-line client of the workflow control plane: login and
-// credentials, API keys, workflows, runs and schedules (seed "Command-line client",
-// contract §7). See README.md.
+// credentials, API keys, workflows, runs and schedules. See README.md.
 package main
 
 import (

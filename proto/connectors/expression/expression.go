@@ -1,10 +1,8 @@
 // Package expression is the expression language of templates and conditions: expr-lang,
-// bounded. The workflow editor refuses at edit time what is too big to compile
-// (Check), and the engine compiles and runs expressions with Compile and Program.Run, each
-// evaluation charged to the Budget of its attempt: loop steps and time, bytes the builtins
-// and operators would allocate (checked before they do), and the size of what is produced.
-// Every organization's expressions run in the same processes, so no expression, however
-// valid, may cost unbounded CPU, memory or time there.
+// bounded. The workflow editor refuses at edit time what is too big to compile (Check), and
+// the engine compiles and runs expressions with Compile and Program.Run, each evaluation
+// charged to the Budget of its attempt: loop steps and time, bytes the builtins and operators
+// would allocate (checked before they do), and the size of what is produced.
 package expression
 
 import (

@@ -1,5 +1,5 @@
 -- A session's active organization is chosen for the user when they have exactly one
--- membership (seed rule 2) — unless they unset it on purpose with set-active {organizationId:
+-- membership — unless they unset it on purpose with set-active {organizationId:
 -- null}, after which domain routes answer no_active_organization until they pick one again.
 -- The new column remembers that choice. Reset tokens are pruned per user
 -- (identifier) when a new one is issued.

@@ -1,4 +1,4 @@
--- The durable engine's own records (ARCHITECTURE §4): runs with their pinned definition and
+-- The durable engine's own records (docs/ARCHITECTURE.md, The engine): runs with their pinned definition and
 -- interpreter state, one row per step attempt, waits, buffered signals and idempotency keys.
 -- River's job tables are migrated into this schema by River itself.
 

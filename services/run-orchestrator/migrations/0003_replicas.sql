@@ -1,4 +1,4 @@
--- Replica heartbeats (ARCHITECTURE §4, crash safety): every orchestrator process registers here
+-- Replica heartbeats (crash safety, docs/ARCHITECTURE.md, The engine): every orchestrator process registers here
 -- and refreshes heartbeat_at every second or so. A replica whose heartbeat is older than the
 -- dead-after setting is dead: its running attempts become `lost` and its runs continue on a
 -- live replica. The partial index keeps the sweeper's look for running attempts cheap.

@@ -1,4 +1,4 @@
--- Per-block storage of the interpreter state (issue 13). runs.state was one JSON document the
+-- Per-block storage of the interpreter state. runs.state was one JSON document the
 -- engine rewrote whole on every step, so a step of a 400-block run cost more than one of a
 -- 40-block run. Each block now has a row, and a step writes only the rows it changed. rev is
 -- the run's state_rev when the row was last written: a worker that keeps a run between its

@@ -7,7 +7,7 @@
 // Package editor.v1 is the internal API of the workflow-editor service: what other services ask
 // it about workflows. The orchestrator pins a workflow's definition at dispatch, the scheduler
 // checks that a schedule's workflow belongs to the organization, and webhook-ingress finds the
-// workflow a route names (ARCHITECTURE.md §1).
+// workflow a route names (docs/ARCHITECTURE.md, Services).
 
 package editorv1
 

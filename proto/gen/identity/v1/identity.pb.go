@@ -6,8 +6,8 @@
 
 // Package identity.v1 is the internal API of the identity service: what other services ask it
 // about credentials and organizations. The gateway calls Resolve; domain services receive the
-// resolved identity in the gateway's signed headers instead (ARCHITECTURE.md §1). webhook-ingress
-// calls LookupOrganization to turn a route's organization slug into its id.
+// resolved identity in the gateway's signed headers instead (docs/ARCHITECTURE.md, Services).
+// webhook-ingress calls LookupOrganization to turn a route's organization slug into its id.
 
 package identityv1
 

@@ -5,7 +5,7 @@
 // source: orchestrator/v1/orchestrator.proto
 
 // Package orchestrator.v1 is the internal API of the run-orchestrator service: how the scheduler
-// and webhook-ingress start runs (ARCHITECTURE.md §1). The public route POST
+// and webhook-ingress start runs (docs/ARCHITECTURE.md, Services). The public route POST
 // /api/workflows/:id/run goes through the same use case.
 
 package orchestratorv1

@@ -269,7 +269,7 @@ func TestAuthRoutes(t *testing.T) {
 		requireCode(t, b.client(t).with("Origin", "null").post("/api/auth/sign-up/email", body), 403, "MISSING_OR_NULL_ORIGIN")
 		requireCode(t, b.client(t).with("Origin", "http://evil.test").post("/api/auth/sign-up/email", body), 403, "INVALID_ORIGIN")
 		requireCode(t, b.client(t).with("Origin", "http://client.test.evil.test").post("/api/auth/sign-up/email", body), 403, "INVALID_ORIGIN")
-		// Bearer-authenticated mutations need it too (seed rule 9), and so does DELETE.
+		// Bearer-authenticated mutations need it too (whatever the credential), and so does DELETE.
 		requireCode(t, a.c.with("Origin", "").post("/api/auth/sign-out", map[string]any{}), 403, "MISSING_OR_NULL_ORIGIN")
 		requireCode(t, a.c.with("Origin", "").do(http.MethodDelete, "/api/auth/api-key/key_x", nil), 403, "MISSING_OR_NULL_ORIGIN")
 		// GETs do not; the public URL's origin and a Referer are trusted.

@@ -26,7 +26,7 @@ import (
 // Name is the service's name in logs, spans and the database's pg_stat_activity.
 const Name = "scheduler"
 
-// DefaultTick is how often the built-in ticker fires what is due (contract §4).
+// DefaultTick is how often the built-in ticker fires what is due (SVC_SCHEDULER_TICK overrides it).
 const DefaultTick = 10 * time.Second
 
 // needs says which stores scheduler uses.

@@ -1,4 +1,4 @@
-// Package cli builds the svc command tree (seed "Command-line client", contract §7) from
+// Package cli builds the svc command tree (README.md describes each command) from
 // explicit dependencies — standard streams, environment lookup, clock, HTTP client — so tests
 // can drive every command without touching the process's globals.
 package cli
@@ -18,7 +18,7 @@ import (
 	"svc.dev/tools/svc/internal/credential"
 )
 
-// DefaultAPI is the built-in API address (contract §7).
+// DefaultAPI is the built-in API address.
 const DefaultAPI = "http://localhost:8080"
 
 // Environment variables the CLI reads.
@@ -27,7 +27,7 @@ const (
 	EnvAPIKey = "SVC_API_KEY"
 )
 
-// Exit codes (contract §7).
+// Exit codes (README.md, Global behaviour).
 const (
 	ExitOK          = 0
 	ExitFailure     = 1

@@ -54,7 +54,7 @@ func (a *app) workingKey(ctx context.Context, c *api.Client, store *credential.S
 }
 
 // revokeSaved revokes the key saved for apiURL with the saved session (keys are managed with
-// a session, contract §1), then signs that session out. A key the server no longer has counts
+// a session), then signs that session out. A key the server no longer has counts
 // as revoked. It returns the key's id, "" when nothing is saved for apiURL.
 func (a *app) revokeSaved(ctx context.Context, store *credential.Store, apiURL string) (string, error) {
 	s, ok, err := store.Get(apiURL)

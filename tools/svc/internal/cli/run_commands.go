@@ -22,7 +22,7 @@ const (
 	logsPageLimit     = 100
 )
 
-// runView is the part of a run the CLI reads (contract §3).
+// runView is the part of a run the CLI reads.
 type runView struct {
 	RunID           string          `json:"runId"`
 	WorkflowID      string          `json:"workflowId"`

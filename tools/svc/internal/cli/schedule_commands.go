@@ -11,7 +11,7 @@ import (
 	api "svc.dev/clients/apiclient"
 )
 
-// scheduleView is the part of a schedule the table shows (contract §4).
+// scheduleView is the part of a schedule the table shows.
 type scheduleView struct {
 	ID          string  `json:"id"`
 	WorkflowID  string  `json:"workflowId"`

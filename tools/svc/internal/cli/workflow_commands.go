@@ -12,7 +12,7 @@ import (
 	api "svc.dev/clients/apiclient"
 )
 
-// workflowView is the part of a workflow the tables show (contract §2).
+// workflowView is the part of a workflow the tables show.
 type workflowView struct {
 	ID               string            `json:"id"`
 	Name             string            `json:"name"`
@@ -191,7 +191,7 @@ as a whole leaves no workflow behind.`,
 // ---------------------------------------------------------------------------------------
 // svc ops apply
 
-// patchResult is the operations endpoint's answer (seed, contract §2).
+// patchResult is the operations endpoint's answer.
 type patchResult struct {
 	OK               bool              `json:"ok"`
 	Version          int64             `json:"version"`

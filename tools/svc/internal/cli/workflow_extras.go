@@ -75,7 +75,7 @@ func (a *app) workflowsDeleteCommand() *cobra.Command {
 	return a.deleteCommand("workflow", "Delete a workflow (runs in flight are unaffected)", (*api.Client).DeleteWorkflow)
 }
 
-// connectorView is the part of a catalog entry the table shows (contract §2).
+// connectorView is the part of a catalog entry the table shows.
 type connectorView struct {
 	Type        string `json:"type"`
 	Category    string `json:"category"`

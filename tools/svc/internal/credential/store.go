@@ -1,4 +1,4 @@
-// Package credential keeps the svc CLI's credentials file (seed, "Command-line client"):
+// Package credential keeps the svc CLI's credentials file (README.md, Credentials file):
 // ~/.svc/credentials.json unless SVC_CREDENTIALS names another path, mode 0600, holding one
 // session per API URL side by side and the URL last logged in to as the default. Every write
 // replaces the file atomically (temporary file in the same directory, fsync, rename), under
@@ -18,13 +18,13 @@ import (
 // EnvPath is the environment variable that overrides the file's path.
 const EnvPath = "SVC_CREDENTIALS"
 
-// fileMode is the seed's mode for the file; dirMode keeps ~/.svc private too.
+// fileMode is the mode the credentials file must have; dirMode keeps ~/.svc private too.
 const (
 	fileMode fs.FileMode = 0o600
 	dirMode  fs.FileMode = 0o700
 )
 
-// Session is what a login leaves for one API (seed field names).
+// Session is what a login leaves for one API (the file's field names).
 type Session struct {
 	UserID           string `json:"userId"`
 	UserEmail        string `json:"userEmail"`

@@ -1,6 +1,6 @@
 // Package adaptertest is the contract every implementation of identity's stores honours. The
 // in-memory adapter (which app tests run on) and the Postgres adapter run the same suite, so
-// a fake never drifts from the real thing (STYLE §13).
+// a fake never drifts from the real thing.
 package adaptertest
 
 import (

@@ -12,7 +12,7 @@ import (
 	"svc.dev/services/identity/internal/app/port"
 )
 
-// SignInAttempts is contract §1's limit: 10 sign-in attempts a minute per (IP, email).
+// SignInAttempts is the sign-in limit: 10 sign-in attempts a minute per (IP, email).
 func SignInAttempts() ratelimit.Limit { return ratelimit.PerMinute(10) }
 
 // SignUpAttempts is 30 sign-ups a minute per client address: every one costs an argon2id

@@ -34,7 +34,7 @@ func (c Caller) RequireSession() (*port.SessionRecord, error) {
 }
 
 // RequireKeyManager is RequireSession for the API key routes: a request that carries an API
-// key is refused outright (seed rule 7: a key cannot create, list or revoke keys), before its
+// key is refused outright (a key cannot create, list or revoke keys), before its
 // session is even looked at.
 func (c Caller) RequireKeyManager() (*port.SessionRecord, error) {
 	if c.APIKeyPresented {
@@ -63,7 +63,7 @@ func NewAuthenticator(sessions port.Sessions, orgs org.Repository, now func() ti
 func (a *Authenticator) Now() time.Time { return a.now() }
 
 // Authenticate finds the first session candidate that is live (bearer before cookie), extends
-// it when the sliding threshold is crossed, and applies seed rule 2 (a session without an
+// it when the sliding threshold is crossed, and applies the default organization rule (a session without an
 // active organization whose user has exactly one membership gets that one). No candidate
 // alive is not an error: the Caller then has no session.
 func (a *Authenticator) Authenticate(ctx context.Context, c credential.Credentials) (Caller, error) {

@@ -136,7 +136,7 @@ func (l Limits) Validate() {
 
 // Ceilings bound what one principal can multiply itself into. The gateway keeps its rate
 // limits and quotas per (organization, principal), so a user who could create organizations
-// or API keys without end could also multiply those caps without end (issue 21). The stores
+// or API keys without end could also multiply those caps without end. The stores
 // enforce the ceilings in the transaction that inserts, after a lock that serialises the
 // counting (the organization's or the user's row), so concurrent creates never pass one
 // together.

@@ -15,13 +15,13 @@ import (
 // Mode is how a resolved request authenticated.
 type Mode string
 
-// The modes of the seed.
+// The modes of a resolved identity.
 const (
 	ModeSession Mode = "session"
 	ModeAPIKey  Mode = "api-key"
 )
 
-// The public codes of a rejection (seed, Errors).
+// The public codes of a rejection (docs/API.md, The error codes).
 const (
 	RejectUnauthorized         = "unauthorized"
 	RejectNoActiveOrganization = "no_active_organization"
@@ -49,7 +49,7 @@ type Resolution struct {
 // Resolve asks who the credentials of a guarded request belong to.
 type Resolve struct{ Credentials credential.Credentials }
 
-// ResolveHandler applies the seed's resolution order: a session first (bearer or cookie), and
+// ResolveHandler applies the resolution order: a session first (bearer or cookie), and
 // only when none resolves, an API key. A session without a usable active organization is
 // rejected no_active_organization. Every answer comes from storage on this request — nothing
 // is cached — so a revoked session or key fails on the very next request; a session costs one

@@ -28,7 +28,7 @@ var (
 	errEmptyReference    = errors.New("apikey: empty organization id")
 )
 
-// The shape of a key (contract §1).
+// The shape of a key: svc_ and 64 random letters.
 const (
 	Prefix       = "svc_"
 	RandomLength = 64

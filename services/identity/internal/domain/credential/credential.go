@@ -17,7 +17,7 @@ const CookieName = "svc.session_token"
 // maxHeader bounds the header values looked at; anything longer is not a credential of ours.
 const maxHeader = 8 << 10
 
-// Credentials are the candidates of one request, in the order the seed resolves them:
+// Credentials are the candidates of one request, in the order they are resolved:
 // sessions first (bearer token, then cookie), then API keys (bearer, then x-api-key).
 type Credentials struct {
 	// Sessions are well-formed session tokens whose signature, when signed, checked.

@@ -47,7 +47,7 @@ const InvitationTTL = 48 * time.Hour
 // Role is a member's role.
 type Role string
 
-// The roles of contract §1.
+// The roles of a member.
 const (
 	Owner  Role = "owner"
 	Admin  Role = "admin"

@@ -21,7 +21,7 @@ import (
 // ErrNotFound is returned for a token no live session has.
 var ErrNotFound = errors.New("session not found")
 
-// The sliding expiry of contract §1: a session lives Lifetime after its last refresh, and a
+// The sliding expiry: a session lives Lifetime after its last refresh, and a
 // use more than RefreshAge after that refresh extends it again. Refreshing on every use would
 // cost a write per request; once a day costs almost nothing and loses at most a day.
 const (
@@ -29,7 +29,7 @@ const (
 	RefreshAge = 24 * time.Hour
 )
 
-// TokenLength is the number of random alphanumerics of a token (contract §1).
+// TokenLength is the number of random alphanumerics of a token.
 const TokenLength = 32
 
 // Token is a raw session token. It is shown to the client once per sign-in and never stored.

@@ -25,7 +25,7 @@ var (
 	ErrPasswordTooLong  = fmt.Errorf("password must be at most %d characters", MaxPasswordLength)
 )
 
-// The password length rule of contract §1, counted in characters.
+// The password length rule, counted in characters.
 const (
 	MinPasswordLength = 8
 	MaxPasswordLength = 128

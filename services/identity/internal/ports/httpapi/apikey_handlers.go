@@ -62,7 +62,7 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// revokeAPIKeyByPath is the seed's DELETE /api/auth/api-key/:id.
+// revokeAPIKeyByPath is DELETE /api/auth/api-key/:id, the key named by the path.
 func (s *Server) revokeAPIKeyByPath(w http.ResponseWriter, r *http.Request) error {
 	return s.revokeAPIKey(w, r, mux.Vars(r)["id"])
 }

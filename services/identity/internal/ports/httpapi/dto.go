@@ -9,7 +9,7 @@ import (
 	"svc.dev/services/identity/internal/domain/user"
 )
 
-// The response bodies of /api/auth/*, shaped as better-auth's (contract §1: objects). Every
+// The response bodies of /api/auth/*, shaped as better-auth's (objects). Every
 // timestamp is wire.Time: exactly three fractional digits, which better-auth's client parses.
 
 type userResponse struct {

@@ -45,7 +45,7 @@ var errNotJSON = errors.New("the Content-Type must be application/json")
 const busyRetryAfter = time.Second
 
 // toAuthError is the error table of /api/auth/*: every domain and app error maps to exactly
-// one code and status here (contract §1), and nothing else decides a status. Anything not in
+// one code and status here, and nothing else decides a status. Anything not in
 // the table is an internal error whose cause is logged and never sent.
 func toAuthError(err error) authError {
 	var (
@@ -136,7 +136,7 @@ func (s *Server) writeAuthError(w http.ResponseWriter, r *http.Request, err erro
 	body := map[string]any{"code": e.Code, "message": e.Message}
 	switch e.Status {
 	case http.StatusRequestEntityTooLarge:
-		// Contract §0 names this one for every route; both readers find their member.
+		// The public API names this one for every route; both readers find their member.
 		body["error"] = string(errs.PayloadTooLarge)
 	case http.StatusTooManyRequests:
 		secs := int64((e.RetryAfter + time.Second - 1) / time.Second)

@@ -140,9 +140,9 @@ func NewOrigins(raw ...string) (Origins, error) {
 	return Origins(o), err
 }
 
-// check applies contract §1's Origin rule to a mutating request: the Origin header (or, when
-// it is absent, the Referer's origin) must be a trusted origin. It holds whatever the
-// credentials: cookie, bearer token and API key alike (seed rule 9).
+// check applies the Origin rule to a mutating request: the Origin header (or, when it is
+// absent, the Referer's origin) must be a trusted origin. It holds whatever the credentials:
+// cookie, bearer token and API key alike (docs/API.md, Authentication and organizations).
 func (o Origins) check(r *http.Request) error {
 	v := strings.TrimSpace(r.Header.Get("Origin"))
 	if v == "" {

@@ -16,7 +16,7 @@ import (
 // BootstrapPath is the bootstrap route.
 const BootstrapPath = "/api/bootstrap"
 
-// NewRouter returns the router of identity's public routes (contract §1). Unknown paths
+// NewRouter returns the router of identity's public routes (README.md lists them). Unknown paths
 // answer a JSON 404 and known paths with another method a JSON 405 — except /api/bootstrap,
 // which answers 404 not_found to every method but POST.
 func NewRouter(s *Server) *mux.Router {

@@ -34,7 +34,7 @@ func New(hc *httpclient.Client, opts ...connect.ClientOption) *OrchestratorClien
 	return &OrchestratorClient{rpc: orchestratorv1connect.NewOrchestratorServiceClient(hc.HTTP(), hc.BaseURL(), opts...)}
 }
 
-// triggerJSON is the run's trigger beside kind "schedule" (contract §3: {kind:"schedule",
+// triggerJSON is the run's trigger beside kind "schedule" ({kind:"schedule",
 // scheduleId, cutoff}); the orchestrator adds kind.
 type triggerJSON struct {
 	ScheduleID string `json:"scheduleId"`

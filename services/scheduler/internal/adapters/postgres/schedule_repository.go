@@ -2,8 +2,7 @@
 // (schedule, cutoff) is the exactly-once claim and, while pending, the outbox entry; ticks lock
 // schedules and fires with FOR UPDATE SKIP LOCKED, so parallel ticks split the work.
 //
-// The SQL is written here rather than generated with sqlc (STYLE §15), as in workflow-editor:
-// a dozen statements, each run against real Postgres by the adapter and service tests.
+// The SQL is written here rather than generated (docs/adr/0011-sql-written-in-the-adapters.md).
 package postgres
 
 import (

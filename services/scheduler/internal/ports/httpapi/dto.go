@@ -27,7 +27,7 @@ type updateRequest struct {
 	Enabled    *bool           `json:"enabled"`
 }
 
-// scheduleJSON is a schedule as the API shows it (contract §4).
+// scheduleJSON is a schedule as the API shows it (docs/API.md, Schedules).
 type scheduleJSON struct {
 	ID          string          `json:"id"`
 	WorkflowID  string          `json:"workflowId"`

@@ -11,7 +11,8 @@ import (
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
 
-// toAppError is scheduler's one table from domain errors to public ones (STYLE §7).
+// toAppError is scheduler's one table from domain errors to public ones:
+// every code gets its status here and nowhere else.
 func toAppError(err error) *errs.Error {
 	var (
 		public  *errs.Error
