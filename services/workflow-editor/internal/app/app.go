@@ -7,6 +7,7 @@ import (
 
 	"svc.dev/services/workflow-editor/internal/app/command"
 	"svc.dev/services/workflow-editor/internal/app/query"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -32,7 +33,7 @@ type Queries struct {
 }
 
 // New wires the use cases over repo and the catalog; now is the clock.
-func New(repo workflow.Repository, cat *workflow.Catalog, now func() time.Time) Application {
+func New(repo workflow.Repository, cat *catalog.Catalog, now func() time.Time) Application {
 	return Application{
 		Commands: Commands{
 			CreateWorkflow:   command.NewCreateWorkflowHandler(repo, cat, now),

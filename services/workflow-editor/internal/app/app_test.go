@@ -12,6 +12,7 @@ import (
 	"svc.dev/services/workflow-editor/internal/app"
 	"svc.dev/services/workflow-editor/internal/app/command"
 	"svc.dev/services/workflow-editor/internal/app/query"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -22,7 +23,7 @@ type testBundle struct {
 
 func setup(t *testing.T) *testBundle {
 	t.Helper()
-	cat, err := workflow.NewCatalog(connectors.MustLoad())
+	cat, err := catalog.New(connectors.MustLoad())
 	require.NoError(t, err)
 	b := &testBundle{now: time.Date(2026, 11, 22, 1, 0, 0, 0, time.UTC)}
 	b.app = app.New(memory.NewWorkflowRepository(), cat, func() time.Time { b.now = b.now.Add(time.Millisecond); return b.now })

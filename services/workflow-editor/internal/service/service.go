@@ -16,7 +16,7 @@ import (
 	"svc.dev/services/workflow-editor/internal/adapters/postgres"
 	"svc.dev/services/workflow-editor/internal/adapters/redis"
 	"svc.dev/services/workflow-editor/internal/app"
-	"svc.dev/services/workflow-editor/internal/domain/workflow"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/ports/httpapi"
 	"svc.dev/services/workflow-editor/internal/ports/rpc"
 	"svc.dev/services/workflow-editor/migrations"
@@ -58,7 +58,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	if err != nil {
 		return nil, err
 	}
-	catalog, err := workflow.NewCatalog(entries)
+	cat, err := catalog.New(entries)
 	if err != nil {
 		return nil, fmt.Errorf("connector catalog: %w", err)
 	}
@@ -71,7 +71,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	base.Optional["redis"] = base.Checks["redis"]
 	delete(base.Checks, "redis")
 	repo := redis.NewRepository(postgres.NewWorkflowRepository(base.Pool), redis.NewRedisEpochs(base.Redis, base.Keys), log)
-	application := app.New(repo, catalog, time.Now)
+	application := app.New(repo, cat, time.Now)
 	rpcPath, rpcHandler := editorv1connect.NewEditorServiceHandler(rpc.NewEditorServer(application.Queries.GetWorkflow),
 		base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{

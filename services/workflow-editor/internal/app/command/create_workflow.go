@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"svc.dev/libs/wire"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -27,12 +28,12 @@ type CreatedWorkflow struct {
 // CreateWorkflowHandler handles CreateWorkflow.
 type CreateWorkflowHandler struct {
 	repo workflow.Repository
-	cat  *workflow.Catalog
+	cat  *catalog.Catalog
 	now  func() time.Time
 }
 
 // NewCreateWorkflowHandler returns the handler.
-func NewCreateWorkflowHandler(repo workflow.Repository, cat *workflow.Catalog, now func() time.Time) CreateWorkflowHandler {
+func NewCreateWorkflowHandler(repo workflow.Repository, cat *catalog.Catalog, now func() time.Time) CreateWorkflowHandler {
 	if repo == nil || cat == nil || now == nil {
 		panic("nil dependency")
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -20,12 +21,12 @@ type DescribeWorkflow struct {
 // DescribeWorkflowHandler handles DescribeWorkflow.
 type DescribeWorkflowHandler struct {
 	repo workflow.Repository
-	cat  *workflow.Catalog
+	cat  *catalog.Catalog
 	now  func() time.Time
 }
 
 // NewDescribeWorkflowHandler returns the handler.
-func NewDescribeWorkflowHandler(repo workflow.Repository, cat *workflow.Catalog, now func() time.Time) DescribeWorkflowHandler {
+func NewDescribeWorkflowHandler(repo workflow.Repository, cat *catalog.Catalog, now func() time.Time) DescribeWorkflowHandler {
 	if repo == nil || cat == nil || now == nil {
 		panic("nil dependency")
 	}

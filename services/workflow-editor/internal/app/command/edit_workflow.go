@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -28,12 +29,12 @@ type EditResult struct {
 // EditWorkflowHandler handles EditWorkflow.
 type EditWorkflowHandler struct {
 	repo workflow.Repository
-	cat  *workflow.Catalog
+	cat  *catalog.Catalog
 	now  func() time.Time
 }
 
 // NewEditWorkflowHandler returns the handler.
-func NewEditWorkflowHandler(repo workflow.Repository, cat *workflow.Catalog, now func() time.Time) EditWorkflowHandler {
+func NewEditWorkflowHandler(repo workflow.Repository, cat *catalog.Catalog, now func() time.Time) EditWorkflowHandler {
 	if repo == nil || cat == nil || now == nil {
 		panic("nil dependency")
 	}

@@ -4,6 +4,7 @@ package query
 import (
 	"context"
 
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -17,11 +18,11 @@ type GetWorkflow struct {
 // GetWorkflowHandler handles GetWorkflow.
 type GetWorkflowHandler struct {
 	repo workflow.Repository
-	cat  *workflow.Catalog
+	cat  *catalog.Catalog
 }
 
 // NewGetWorkflowHandler returns the handler.
-func NewGetWorkflowHandler(repo workflow.Repository, cat *workflow.Catalog) GetWorkflowHandler {
+func NewGetWorkflowHandler(repo workflow.Repository, cat *catalog.Catalog) GetWorkflowHandler {
 	if repo == nil || cat == nil {
 		panic("nil dependency")
 	}

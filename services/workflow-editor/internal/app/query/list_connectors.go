@@ -2,14 +2,14 @@ package query
 
 import (
 	"svc.dev/proto/connectors"
-	"svc.dev/services/workflow-editor/internal/domain/workflow"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 )
 
 // ListConnectorsHandler lists the public catalog: hidden params are never in it.
-type ListConnectorsHandler struct{ cat *workflow.Catalog }
+type ListConnectorsHandler struct{ cat *catalog.Catalog }
 
 // NewListConnectorsHandler returns the handler.
-func NewListConnectorsHandler(cat *workflow.Catalog) ListConnectorsHandler {
+func NewListConnectorsHandler(cat *catalog.Catalog) ListConnectorsHandler {
 	if cat == nil {
 		panic("nil catalog")
 	}

@@ -12,7 +12,8 @@ const (
 	OpDisconnect OpType = "disconnect"
 )
 
-func opTypes() []string {
+// OpTypes lists the operation types, in the order a reason text names them.
+func OpTypes() []string {
 	return []string{string(OpAdd), string(OpUpdate), string(OpRemove), string(OpConnect), string(OpDisconnect)}
 }
 

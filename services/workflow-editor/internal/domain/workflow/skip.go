@@ -70,3 +70,11 @@ type Skip struct {
 	// than one; otherwise it is empty.
 	Problems []Problem `json:",omitempty"`
 }
+
+// AllProblems is every problem of the skip, its own first.
+func (s *Skip) AllProblems() []Problem {
+	if len(s.Problems) > 0 {
+		return s.Problems
+	}
+	return []Problem{{ReasonCode: s.ReasonCode, Reason: s.Reason, Hint: s.Hint}}
+}

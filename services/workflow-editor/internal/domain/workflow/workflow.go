@@ -1,6 +1,9 @@
-// Package workflow models a workflow: its definition of blocks and edges, the edit operations
-// that change it (applied one by one, each skipped with a reason when it cannot apply), the
-// validation of the resulting graph, and the version that If-Match checks.
+// Package workflow is the workflow aggregate: a workflow's name, description and version
+// (what If-Match checks), its definition of blocks and edges, the edit operations and the
+// outcome of a batch of them (each skipped with a reason when it cannot apply), the
+// validation errors of a definition, and the Repository port. Applying operations and
+// validating a definition need the connector catalog, which the aggregate takes as an
+// Applier.
 package workflow
 
 import (
@@ -69,12 +72,12 @@ func New(id, organizationID, name, description string, now time.Time) (*Workflow
 // NewWithDefinition returns a workflow at version 1 whose definition is ops applied to an empty
 // one (a create with a definition), and the outcome of the ops. Skipped ops do not stop the
 // creation, and the version stays 1 whatever the ops do: a new workflow has one version.
-func NewWithDefinition(id, organizationID, name, description string, cat *Catalog, ops []Op, now time.Time) (*Workflow, Outcome, error) {
+func NewWithDefinition(id, organizationID, name, description string, applier Applier, ops []Op, now time.Time) (*Workflow, Outcome, error) {
 	w, err := New(id, organizationID, name, description, now)
 	if err != nil {
 		return nil, Outcome{}, err
 	}
-	out := cat.Apply(w.definition, ops)
+	out := applier.Apply(w.definition, ops)
 	w.definition = out.Definition
 	return w, out, nil
 }
@@ -146,8 +149,8 @@ func (w *Workflow) Describe(name, description *string, now time.Time) error {
 
 // Edit applies a batch of operations. The version grows by exactly one when at least one
 // operation applied, and not otherwise.
-func (w *Workflow) Edit(cat *Catalog, ops []Op, now time.Time) Outcome {
-	out := cat.Apply(w.definition, ops)
+func (w *Workflow) Edit(applier Applier, ops []Op, now time.Time) Outcome {
+	out := applier.Apply(w.definition, ops)
 	if out.Applied > 0 {
 		w.definition = out.Definition
 		w.bump(now)

@@ -10,6 +10,7 @@ import (
 
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/errs"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -38,7 +39,7 @@ func FuzzDecodeOps(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
-	cat, err := workflow.NewCatalog(connectors.MustLoad())
+	cat, err := catalog.New(connectors.MustLoad())
 	require.NoError(f, err)
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		ops, err := decodeOps(raw)

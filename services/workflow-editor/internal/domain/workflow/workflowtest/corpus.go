@@ -90,14 +90,14 @@ func ApplySeeds() [][]byte {
 	return seeds
 }
 
-// ApplyCorpus is ApplySeeds and every input the fuzzer saved for FuzzApply (the workflow
+// ApplyCorpus is ApplySeeds and every input the fuzzer saved for FuzzApply (the catalog
 // package's testdata/fuzz/FuzzApply).
 func ApplyCorpus(t testing.TB) [][]byte {
 	t.Helper()
 	corpus := ApplySeeds()
 	_, file, _, ok := runtime.Caller(0)
 	require.True(t, ok)
-	dir := filepath.Join(filepath.Dir(file), "..", "testdata", "fuzz", "FuzzApply")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "catalog", "testdata", "fuzz", "FuzzApply")
 	entries, err := os.ReadDir(dir)
 	if os.IsNotExist(err) {
 		return corpus

@@ -15,6 +15,7 @@ import (
 
 	"svc.dev/libs/wire"
 	"svc.dev/proto/connectors"
+	"svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
@@ -240,7 +241,7 @@ func RunRepositoryContract(t *testing.T, newRepo func(t *testing.T) workflow.Rep
 	t.Run("StoresWhatApplyAccepts", func(t *testing.T) {
 		t.Parallel()
 		repo := newRepo(t)
-		cat, err := workflow.NewCatalog(connectors.MustLoad())
+		cat, err := catalog.New(connectors.MustLoad())
 		require.NoError(t, err)
 		for i, data := range ApplyCorpus(t) {
 			half := len(data) / 2

@@ -1,4 +1,4 @@
-package workflow
+package repair
 
 import (
 	"fmt"
@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-
-	"svc.dev/proto/connectors"
 )
 
 // referenceClosest is closest as it was before the band and the budget: every candidate's
@@ -16,7 +14,7 @@ import (
 func referenceClosest(got string, candidates []string) string {
 	full := func(a, b string) int {
 		ra, rb := []rune(a), []rune(b)
-		ra, rb = ra[:min(len(ra), maxCompared)], rb[:min(len(rb), maxCompared)]
+		ra, rb = ra[:min(len(ra), MaxCompared)], rb[:min(len(rb), MaxCompared)]
 		prev, cur := make([]int, len(rb)+1), make([]int, len(rb)+1)
 		for j := range prev {
 			prev[j] = j
@@ -37,10 +35,10 @@ func referenceClosest(got string, candidates []string) string {
 	if got == "" || len(candidates) == 0 {
 		return ""
 	}
-	norm := normalize(got)
+	norm := Normalize(got)
 	best, bestScore := "", 1<<30
 	for _, c := range candidates {
-		nc := normalize(c)
+		nc := Normalize(c)
 		score := full(norm, nc)
 		switch {
 		case norm == nc:
@@ -91,55 +89,7 @@ func TestSuggesterGuessesAsBefore(t *testing.T) {
 			c[rnd.IntN(len(c))] = alphabet[rnd.IntN(len(alphabet))]
 			got = string(c)
 		}
-		s := newSuggester()
-		require.Equal(t, referenceClosest(got, candidates), s.closest(got, candidates), "%q in %q", got, candidates)
+		s := NewSuggester()
+		require.Equal(t, referenceClosest(got, candidates), s.Closest(got, candidates), "%q in %q", got, candidates)
 	}
-}
-
-// H1: the work spent on guesses in one batch does not depend on how many operations miss:
-// each missing id is guessed once, and the whole batch stays within the budget. The count is
-// of dynamic-programming cells, so the bound holds on any machine. Before: 500 skips × 2
-// guesses × 1,000 candidates × 64×64 cells = 4.1 billion.
-func TestSuggestionWorkIsBounded(t *testing.T) {
-	t.Parallel()
-	c, err := NewCatalog(connectors.MustLoad())
-	require.NoError(t, err)
-	rnd := rand.New(rand.NewPCG(1, 1))
-	longID := func() string {
-		const alphabet = "abcdefghijklmnopqrstuvwxyz0123456789"
-		b := make([]byte, 64)
-		for i := range b {
-			b[i] = alphabet[rnd.IntN(len(alphabet))]
-		}
-		return string(b)
-	}
-	def := Definition{}
-	ids := make([]string, 1000)
-	for i := range ids {
-		ids[i] = longID()
-		def.Blocks = append(def.Blocks, Block{ID: ids[i], Type: "log", Params: map[string]any{"message": "m"}})
-	}
-	connects := func(missing func(i int) string) []Op {
-		ops := make([]Op, 500)
-		for i := range ops {
-			ops[i] = Op{Type: "connect", BlockID: missing(i), TargetBlockID: ids[0]}
-		}
-		return ops
-	}
-
-	same := longID()
-	out, b := c.apply(def, connects(func(int) string { return same }))
-	require.Len(t, out.Skipped, 500)
-	once := newSuggester()
-	once.closest(same, ids)
-	require.Equal(t, once.cells, b.sug.cells, "the same missing id is guessed once per batch")
-
-	distinct := make([]string, 500)
-	for i := range distinct {
-		distinct[i] = longID()
-	}
-	out, b = c.apply(def, connects(func(i int) string { return distinct[i] }))
-	require.Len(t, out.Skipped, 500)
-	t.Logf("500 distinct missing ids: %d cells", b.sug.cells)
-	require.LessOrEqual(t, b.sug.cells, suggestBudget+maxCompared*(2*maxCompared+1), "before: 4.1 billion cells")
 }

@@ -1,4 +1,4 @@
-package workflow
+package catalog
 
 import (
 	"errors"
@@ -14,9 +14,10 @@ import (
 
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/connectors/expression"
+	"svc.dev/services/workflow-editor/internal/domain/repair"
 )
 
-// The names a template or an expression can use (contract §2).
+// The names a template or an expression can use (docs/API.md).
 const (
 	scopeInput    = "input"
 	scopeSteps    = "steps"
@@ -115,7 +116,7 @@ func (v *refVisitor) call(n *ast.CallNode) {
 			return // only when the parser is configured to leave builtins as calls
 		}
 	}
-	dym := closest(name, builtin.Names)
+	dym := repair.Closest(name, builtin.Names)
 	if name == "" {
 		name = "(the called value)"
 	}
@@ -183,7 +184,7 @@ func (v *refVisitor) finish() []reference {
 		if _, ok := builtin.Index[name]; ok {
 			continue
 		}
-		dym := closest(name, scopeRoots())
+		dym := repair.Closest(name, scopeRoots())
 		out = append(out, reference{text: name,
 			problem:    fmt.Sprintf("%q is not in scope: templates can use input, steps.<block_id>.output, run.id and workflow.id.", name),
 			didYouMean: dym})

@@ -1,42 +1,16 @@
-package workflow
+package catalog
 
 import (
 	"encoding/json"
 	"testing"
-	"time"
 
 	"github.com/expr-lang/expr/conf"
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/proto/connectors"
+	"svc.dev/services/workflow-editor/internal/domain/repair"
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
-
-// Durations written for people read as the one duration they mean, in Go's form; what has no
-// one meaning is not read.
-func TestHumanDuration(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		"5 minutes": "5m", "two hours": "2h", "P1D": "24h", "PT30S": "30s", "30sec": "30s", "1.5h": "1h30m",
-		"1.5 hours": "1h30m", "90 seconds": "1m30s", "1 hour and 30 minutes": "1h30m", "1h 30m": "1h30m",
-		"P1DT2H": "26h", "PT1H30M": "1h30m", "500 milliseconds": "500ms", "an hour": "1h", "half an hour": "30m",
-		"1 week": "168h", "30S": "30s", " 15m ": "15m", "3 hrs": "3h", "2 days": "48h",
-	} {
-		d, ok := humanDuration(in)
-		require.True(t, ok, in)
-		require.Equal(t, want, formatDuration(d), in)
-		back, err := time.ParseDuration(formatDuration(d))
-		require.NoError(t, err, in)
-		require.Equal(t, d, back, in)
-	}
-	for _, in := range []string{"30", "2h30", "P1M", "P1Y", "soon", "5 parsecs", "", "P", "PT", "-5m", "0s", "minutes 5"} {
-		_, ok := humanDuration(in)
-		if in == "-5m" || in == "0s" {
-			// Go reads them; the callers only suggest positive durations.
-			continue
-		}
-		require.False(t, ok, in)
-	}
-}
 
 // Each slip from another language is rewritten to an expression expr-lang compiles; valid
 // expressions are left as they are, and so is what has no one fix.
@@ -63,14 +37,14 @@ func TestFixSyntax(t *testing.T) {
 		"input.n >= 5 && input.m <= 3": "input.n >= 5 && input.m <= 3",
 		"let x = 1; x == 1":            "let x = 1; x == 1",
 	} {
-		got := fixSyntax(in)
+		got := repair.FixSyntax(in)
 		require.Equal(t, want, got, in)
 		_, err := parseTree(got, cfg)
 		require.NoError(t, err, got)
 	}
 	// No one fix: where the operand or the closing parenthesis of a call goes is not known.
 	for _, in := range []string{"input.n >", "len(input.items > 0"} {
-		got := fixSyntax(in)
+		got := repair.FixSyntax(in)
 		_, err := parseTree(got, cfg)
 		require.Error(t, err, "%q became %q", in, got)
 	}
@@ -80,15 +54,15 @@ func TestFixSyntax(t *testing.T) {
 // and leaves the workflow wrong is worse than none.
 func TestNoGuessWhereAmbiguous(t *testing.T) {
 	t.Parallel()
-	c, err := NewCatalog(loadCatalog(t))
+	c, err := New(loadCatalog(t))
 	require.NoError(t, err)
 	str := func(s string) *string { return &s }
-	add := func(id, typ string, params map[string]any) Op {
-		return Op{Type: "add", BlockID: id, BlockType: typ, Params: params, HasParams: params != nil}
+	add := func(id, typ string, params map[string]any) workflow.Op {
+		return workflow.Op{Type: "add", BlockID: id, BlockType: typ, Params: params, HasParams: params != nil}
 	}
-	base := []Op{add("start", "trigger.manual", nil), add("fetch", "http.request", map[string]any{"method": "GET", "url": "https://a.example"}),
+	base := []workflow.Op{add("start", "trigger.manual", nil), add("fetch", "http.request", map[string]any{"method": "GET", "url": "https://a.example"}),
 		{Type: "connect", BlockID: "start", TargetBlockID: "fetch"}}
-	for name, op := range map[string]Op{
+	for name, op := range map[string]workflow.Op{
 		"MadeUpMethod":      add("x", "http.request", map[string]any{"method": "FETCH", "url": "https://a.example"}),
 		"BareNumber":        add("x", "wait", map[string]any{"duration": "30"}),
 		"MissingUnit":       add("x", "wait", map[string]any{"duration": "2h30"}),
@@ -102,10 +76,10 @@ func TestNoGuessWhereAmbiguous(t *testing.T) {
 		"UntilWithoutZone":  add("x", "wait", map[string]any{"until": "2030-01-01 10:00"}),
 		"InputAsTriggerArg": add("t2", "trigger.manual", map[string]any{"input": map[string]any{"n": jsonNumber("5")}}),
 	} {
-		out := c.Apply(Definition{}, append(append([]Op(nil), base...), op))
+		out := c.Apply(workflow.Definition{}, append(append([]workflow.Op(nil), base...), op))
 		require.NotEmpty(t, out.Skipped, name)
 		for _, s := range out.Skipped {
-			for _, p := range s.problems() {
+			for _, p := range s.AllProblems() {
 				require.False(t, p.Hint.Suggests(), "%s: %s suggests %q %v", name, p.ReasonCode, p.Hint.DidYouMean, p.Hint.Value)
 			}
 		}
@@ -118,9 +92,9 @@ func TestNoGuessWhereAmbiguous(t *testing.T) {
 		"UnclosedCall": "{{ len(input.items > 0 }}",
 		"OpenOutput":   "{{ steps.start.output.anything.at.all }}",
 	} {
-		def := c.Apply(Definition{}, append(append([]Op(nil), base...),
-			add("other", "log", map[string]any{"message": "x"}), Op{Type: "connect", BlockID: "start", TargetBlockID: "other"},
-			add("l", "log", map[string]any{"message": value}), Op{Type: "connect", BlockID: "fetch", TargetBlockID: "l"})).Definition
+		def := c.Apply(workflow.Definition{}, append(append([]workflow.Op(nil), base...),
+			add("other", "log", map[string]any{"message": "x"}), workflow.Op{Type: "connect", BlockID: "start", TargetBlockID: "other"},
+			add("l", "log", map[string]any{"message": value}), workflow.Op{Type: "connect", BlockID: "fetch", TargetBlockID: "l"})).Definition
 		errs := c.Validate(def)
 		if name == "OpenOutput" {
 			require.Empty(t, errs, "a trigger's output is the run input: any field may be read")
@@ -137,7 +111,7 @@ func TestNoGuessWhereAmbiguous(t *testing.T) {
 // repair goes into the one field of unknown content.
 func TestOutputReferences(t *testing.T) {
 	t.Parallel()
-	c, err := NewCatalog(loadCatalog(t))
+	c, err := New(loadCatalog(t))
 	require.NoError(t, err)
 	for value, want := range map[string]string{
 		"{{ steps.fetch.output.body.anything }}":  "",
@@ -156,7 +130,7 @@ func TestOutputReferences(t *testing.T) {
 		"{{ len(steps.fetch.output.headers) }}":   "",
 		"{{ steps.fetch.output.body.total + 1 }}": "",
 	} {
-		def := c.Apply(Definition{}, []Op{
+		def := c.Apply(workflow.Definition{}, []workflow.Op{
 			{Type: "add", BlockID: "start", BlockType: "trigger.manual"},
 			{Type: "add", BlockID: "fetch", BlockType: "http.request", HasParams: true, Params: map[string]any{"method": "GET", "url": "https://a.example"}},
 			{Type: "add", BlockID: "t", BlockType: "transform", HasParams: true, Params: map[string]any{"value": map[string]any{
@@ -172,11 +146,11 @@ func TestOutputReferences(t *testing.T) {
 			require.Empty(t, errs, value)
 		case "-":
 			require.Len(t, errs, 1, value)
-			require.Equal(t, ValidationUnknownReference, errs[0].Code, value)
+			require.Equal(t, workflow.ValidationUnknownReference, errs[0].Code, value)
 			require.Empty(t, errs[0].DidYouMean, value)
 		default:
 			require.Len(t, errs, 1, value)
-			require.Equal(t, ValidationUnknownReference, errs[0].Code, value)
+			require.Equal(t, workflow.ValidationUnknownReference, errs[0].Code, value)
 			require.Equal(t, want, errs[0].DidYouMean, value)
 		}
 	}
@@ -194,9 +168,9 @@ func jsonNumber(s string) json.Number { return json.Number(s) }
 // A reply takes back what only holds while a skipped operation stays skipped.
 func TestInLightOf(t *testing.T) {
 	t.Parallel()
-	c, err := NewCatalog(loadCatalog(t))
+	c, err := New(loadCatalog(t))
 	require.NoError(t, err)
-	batch := []Op{
+	batch := []workflow.Op{
 		{Type: "add", BlockID: "start", BlockType: "trigger.manual"},
 		{Type: "add", BlockID: "fetch", BlockType: "fetch", HasParams: true, Params: map[string]any{"method": "GET", "url": "https://a.example"}},
 		{Type: "add", BlockID: "fetch2", BlockType: "http.request", HasParams: true, Params: map[string]any{"method": "GET", "url": "https://a.example"}},
@@ -206,12 +180,12 @@ func TestInLightOf(t *testing.T) {
 		{Type: "connect", BlockID: "fetch", TargetBlockID: "l"},
 		{Type: "connect", BlockID: "fetch2", TargetBlockID: "l"},
 	}
-	out := c.Apply(Definition{}, batch)
+	out := c.Apply(workflow.Definition{}, batch)
 	require.Len(t, out.Skipped, 3) // the add of fetch and its two connects
 	errs := c.Validate(out.Definition)
-	var ref *ValidationError
+	var ref *workflow.ValidationError
 	for i := range errs {
-		if errs[i].Code == ValidationUnknownReference {
+		if errs[i].Code == workflow.ValidationUnknownReference {
 			ref = &errs[i]
 		}
 	}
@@ -219,7 +193,7 @@ func TestInLightOf(t *testing.T) {
 	require.Equal(t, "{{ steps.fetch2.output.body }}", ref.DidYouMean, "alone, the definition reads as a typo of fetch2")
 	shown := c.InLightOf(errs, batch, out.Skipped)
 	for _, e := range shown {
-		if e.Code == ValidationUnknownReference {
+		if e.Code == workflow.ValidationUnknownReference {
 			require.Empty(t, e.DidYouMean, "fetch is missing because its add was skipped: the repair is that add's")
 			require.Contains(t, e.Message, "repair that add")
 			require.NotContains(t, e.Message, "Repaired,")
@@ -228,17 +202,17 @@ func TestInLightOf(t *testing.T) {
 	require.Equal(t, "{{ steps.fetch2.output.body }}", ref.DidYouMean, "the cached errors are not changed")
 
 	// The batch's own trigger skipped: no other trigger is suggested.
-	batch = []Op{
+	batch = []workflow.Op{
 		{Type: "add", BlockID: "t", BlockType: "cron"},
 		{Type: "add", BlockID: "l", BlockType: "log", HasParams: true, Params: map[string]any{"message": "x"}},
 		{Type: "connect", BlockID: "t", TargetBlockID: "l"},
 	}
-	out = c.Apply(Definition{}, batch)
+	out = c.Apply(workflow.Definition{}, batch)
 	errs = c.Validate(out.Definition)
 	require.Equal(t, "trigger.manual", errs[0].DidYouMean)
 	require.Equal(t, []string{"l"}, errs[0].NoIncomingEdge)
 	shown = c.InLightOf(errs, batch, out.Skipped)
-	require.Equal(t, ValidationNoTrigger, shown[0].Code)
+	require.Equal(t, workflow.ValidationNoTrigger, shown[0].Code)
 	require.Empty(t, shown[0].DidYouMean)
 	require.Empty(t, shown[0].NoIncomingEdge)
 }

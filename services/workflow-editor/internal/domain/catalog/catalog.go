@@ -1,4 +1,10 @@
-package workflow
+// Package catalog is the compiled connector catalog: every registered block type with its
+// params schema compiled, and what needs it. It applies a batch of edit operations to a
+// definition (each operation checked against its connector's params, and skipped with a
+// reason and a hint when it cannot apply) and validates a definition's graph, templates and
+// expressions. The workflow aggregate takes it as a workflow.Applier; the guesses behind the
+// hints come from package repair.
+package catalog
 
 import (
 	"encoding/json"
@@ -16,9 +22,11 @@ import (
 
 	"svc.dev/proto/connectors"
 	"svc.dev/proto/connectors/expression"
+	"svc.dev/services/workflow-editor/internal/domain/repair"
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
-// conditionType is the block type whose outgoing edges carry a branch (contract §2).
+// conditionType is the block type whose outgoing edges carry a branch ("true" or "false").
 const conditionType = "condition"
 
 // Catalog is the set of registered block types with their compiled params schemas. It is built
@@ -62,7 +70,7 @@ type paramInfo struct {
 
 // NewCatalog compiles entries. A schema that does not compile is an error: the catalog is
 // data shipped with the binary, so that is a bug its own test catches first.
-func NewCatalog(entries []connectors.Entry) (*Catalog, error) {
+func New(entries []connectors.Entry) (*Catalog, error) {
 	c := &Catalog{byType: map[string]*Connector{}, aliases: map[string]string{}, entries: entries, printer: message.NewPrinter(language.English), exprs: newExprCache(), checks: newCheckCache()}
 	for _, e := range entries {
 		conn, err := compileConnector(e)
@@ -72,7 +80,7 @@ func NewCatalog(entries []connectors.Entry) (*Catalog, error) {
 		c.byType[e.Type] = conn
 		c.types = append(c.types, e.Type)
 		for _, a := range e.Aliases {
-			c.aliases[normalize(a)] = e.Type
+			c.aliases[repair.Normalize(a)] = e.Type
 		}
 	}
 	return c, nil
@@ -105,7 +113,7 @@ func compileConnector(e connectors.Entry) (*Connector, error) {
 				aliases, _ := p["x-aliases"].([]any)
 				for _, a := range aliases {
 					if s, ok := a.(string); ok {
-						conn.aliases[normalize(s)] = name
+						conn.aliases[repair.Normalize(s)] = name
 					}
 				}
 			}
@@ -166,22 +174,22 @@ func (c *Catalog) Lookup(blockType string) (*Connector, bool) {
 // suggestType is the registered type a model most likely meant by t: the type t is an alias
 // of (catalog data: "fetch" is http.request), else the closest by spelling.
 func (c *Catalog) suggestType(t string) string {
-	if typ, ok := c.aliases[normalize(t)]; ok && t != "" {
+	if typ, ok := c.aliases[repair.Normalize(t)]; ok && t != "" {
 		return typ
 	}
-	return closest(t, c.types)
+	return repair.Closest(t, c.types)
 }
 
 // suggestParam is the public param a model most likely meant by name: the param name is an
 // alias of, else the closest by spelling.
 func (k *Connector) suggestParam(name string) string {
-	if p, ok := k.aliases[normalize(name)]; ok && name != "" {
+	if p, ok := k.aliases[repair.Normalize(name)]; ok && name != "" {
 		return p
 	}
-	c := closest(name, k.public)
+	c := repair.Closest(name, k.public)
 	// A short name inside a longer param is no spelling of it: "input" (the run input, sent
 	// to a trigger) is not "input_schema".
-	if n, cn := normalize(name), normalize(c); c != "" && n != cn && strings.Contains(cn, n) && 2*len(n) < len(cn) {
+	if n, cn := repair.Normalize(name), repair.Normalize(c); c != "" && n != cn && strings.Contains(cn, n) && 2*len(n) < len(cn) {
 		return ""
 	}
 	return c
@@ -210,12 +218,12 @@ func (k *Connector) branches() bool { return k.entry.Type == conditionType }
 
 // paramViolation is why params are not acceptable for a connector.
 type paramViolation struct {
-	code    ReasonCode
+	code    workflow.ReasonCode
 	name    string // the top-level param concerned
 	pointer string // JSON Pointer into params ("/method", "/headers/X")
 	rule    string // the JSON Schema keyword broken, for invalid_param
 	detail  string
-	hint    Hint
+	hint    workflow.Hint
 }
 
 // checkParams tests params (the block's whole params after the operation) and returns every
@@ -236,7 +244,7 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 	sent := make([]string, 0, len(touched))
 	for _, name := range touched {
 		if info, ok := k.params[name]; ok && info.hidden {
-			out = append(out, &paramViolation{code: ReasonHiddenParam, name: name, pointer: "/" + escapePointer(name)})
+			out = append(out, &paramViolation{code: workflow.ReasonHiddenParam, name: name, pointer: "/" + escapePointer(name)})
 			delete(renamed, name)
 			continue
 		}
@@ -249,8 +257,8 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 			continue
 		}
 		dym := k.suggestParam(name)
-		out = append(out, &paramViolation{code: ReasonUnknownParam, name: name, pointer: "/" + escapePointer(name),
-			hint: Hint{DidYouMean: dym, Allowed: k.public}})
+		out = append(out, &paramViolation{code: workflow.ReasonUnknownParam, name: name, pointer: "/" + escapePointer(name),
+			hint: workflow.Hint{DidYouMean: dym, Allowed: k.public}})
 		v, had := renamed[name]
 		delete(renamed, name)
 		if _, taken := renamed[dym]; dym != "" && had && !taken && !slices.Contains(sent, dym) {
@@ -259,11 +267,11 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 		}
 	}
 	if ptr, ok := findNUL(renamed, ""); ok {
-		return append(out, &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "string",
+		return append(out, &paramViolation{code: workflow.ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "string",
 			detail: "strings may not contain the NUL character (U+0000)"})
 	}
 	if ptr, detail, ok := findUnstorableNumber(renamed, ""); ok {
-		return append(out, &paramViolation{code: ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number", detail: detail})
+		return append(out, &paramViolation{code: workflow.ReasonInvalidParam, name: topName(ptr), pointer: ptr, rule: "number", detail: detail})
 	}
 	if v := k.checkExpressions(renamed, checked); v != nil {
 		return append(out, v)
@@ -279,7 +287,7 @@ func (c *Catalog) checkParams(k *Connector, params map[string]any, touched []str
 	if err != nil {
 		var ve *jsonschema.ValidationError
 		if !errors.As(err, &ve) {
-			return append(out, &paramViolation{code: ReasonInvalidParam, rule: "schema", detail: err.Error()})
+			return append(out, &paramViolation{code: workflow.ReasonInvalidParam, rule: "schema", detail: err.Error()})
 		}
 		for _, leaf := range leaves(ve) {
 			if templatedAt(renamed, leaf.InstanceLocation) {
@@ -340,9 +348,9 @@ func (c *Catalog) expressionSlip(name, src string) *paramViolation {
 	if !isBad {
 		return nil
 	}
-	v := &paramViolation{code: ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-expression",
+	v := &paramViolation{code: workflow.ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-expression",
 		detail: "it is not a valid expr-lang expression (" + why + "); the block would have an invalid_expression"}
-	if fixed := fixSyntax(src); fixed != src {
+	if fixed := repair.FixSyntax(src); fixed != src {
 		if _, still := bad(fixed); !still {
 			v.hint.DidYouMean = fixed
 		}
@@ -369,7 +377,7 @@ func (k *Connector) checkExactlyOne(params map[string]any, touched []string, bef
 			set = append(set, p)
 		}
 	}
-	v := &paramViolation{code: ReasonInvalidParam, rule: "oneOf"}
+	v := &paramViolation{code: workflow.ReasonInvalidParam, rule: "oneOf"}
 	if len(kept) > 0 && len(set) > 0 {
 		v.name = set[0]
 		nulls := make([]string, len(kept))
@@ -405,12 +413,12 @@ func (k *Connector) checkExpressions(params map[string]any, touched []string) *p
 		ptr := "/" + escapePointer(name)
 		if s, isStr := v.(string); isStr && k.isExpression(name) {
 			if detail := expressionProblem(s); detail != "" {
-				return &paramViolation{code: ReasonInvalidParam, name: name, pointer: ptr, rule: "x-expression", detail: detail}
+				return &paramViolation{code: workflow.ReasonInvalidParam, name: name, pointer: ptr, rule: "x-expression", detail: detail}
 			}
 			continue
 		}
 		if p, detail, bad := findBadTemplate(v, ptr); bad {
-			return &paramViolation{code: ReasonInvalidParam, name: name, pointer: p, rule: "x-expression", detail: detail}
+			return &paramViolation{code: workflow.ReasonInvalidParam, name: name, pointer: p, rule: "x-expression", detail: detail}
 		}
 	}
 	return nil
@@ -509,7 +517,7 @@ func (k *Connector) checkJSONSchemas(params map[string]any, touched []string) *p
 			continue
 		}
 		if err := compileUserSchema(v); err != nil {
-			return &paramViolation{code: ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-json-schema",
+			return &paramViolation{code: workflow.ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-json-schema",
 				detail: "it must be a JSON Schema (draft 2020-12 unless its $schema says otherwise) that compiles, with every $ref inside it (use $defs); it does not: " + truncate(strings.Join(strings.Fields(err.Error()), " "), 300)}
 		}
 	}
@@ -543,13 +551,13 @@ func (c *Catalog) violationOf(k *Connector, params map[string]any, leaf *jsonsch
 	for _, tok := range leaf.InstanceLocation {
 		ptr += "/" + escapePointer(tok)
 	}
-	v := &paramViolation{code: ReasonInvalidParam, pointer: ptr, name: topName(ptr),
+	v := &paramViolation{code: workflow.ReasonInvalidParam, pointer: ptr, name: topName(ptr),
 		rule: strings.Join(leaf.ErrorKind.KeywordPath(), "/"), detail: leaf.ErrorKind.LocalizedString(c.printer)}
 	switch e := leaf.ErrorKind.(type) {
 	case *kind.Enum:
 		v.hint.Allowed = jsonStrings(e.Want)
 		if got, ok := e.Got.(string); ok {
-			v.hint.DidYouMean = closestValue(strings.TrimSpace(got), v.hint.Allowed)
+			v.hint.DidYouMean = repair.ClosestValue(strings.TrimSpace(got), v.hint.Allowed)
 		}
 	case *kind.Const:
 		v.hint.Allowed = jsonStrings([]any{e.Want})

@@ -1,4 +1,4 @@
-package workflow_test
+package catalog_test
 
 import (
 	"encoding/json"

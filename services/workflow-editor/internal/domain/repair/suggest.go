@@ -1,23 +1,26 @@
-package workflow
+// Package repair makes the guesses behind the did_you_mean hints: the closest of a list of
+// names within a budget of work, the slips from other languages fixed in an expression's
+// text, and values written for people (durations, numbers, headers) read as the value meant.
+// It knows nothing of workflows or of the catalog: its callers judge where a guess applies.
+package repair
 
 import (
-	"sort"
 	"strings"
 	"unicode"
 )
 
-// maxCompared is how many runes of a string the edit distance looks at: block ids have at most
+// MaxCompared is how many runes of a string the edit distance looks at: block ids have at most
 // 64, and a longer input is not a typo of one.
-const maxCompared = 64
+const MaxCompared = 64
 
-// suggestBudget bounds the work (dynamic-programming cells of the edit distance, 2 to 4 ns
+// SuggestBudget bounds the work (dynamic-programming cells of the edit distance, 2 to 4 ns
 // each) one batch of operations, or one validation, may spend on did_you_mean guesses: at
 // most about 30 ms on a shared core, enough to guess each of 500 missing ids among 1,000
 // blocks when the ids differ by a few characters.
 // Each guess is a nicety, so past the budget no more are made; the batch itself never waits
 // on them. Apply runs under the workflow's row lock,
 // where every millisecond is one that a concurrent patch of the same workflow waits.
-const suggestBudget = 8_000_000
+const SuggestBudget = 8_000_000
 
 // What looking at a candidate is charged, in cells, besides the edit distance: the
 // comparisons of the normalized strings, and one bag-distance pass over the buckets.
@@ -28,69 +31,71 @@ const (
 
 // maxNormalized is how much of an input is normalized: enough to hold any id many times over,
 // and a bound on what comparing a huge input (a 1 MB block_id) with each candidate costs.
-const maxNormalized = 4 * maxCompared
+const maxNormalized = 4 * MaxCompared
 
 // bagBuckets is how many character classes the bag distance counts: a-z and 0-9 each have
 // one, any other rune shares one of the rest. Sharing only lowers the bound, never breaks it.
 const bagBuckets = 40
 
-// closest returns the candidate a model most likely meant by got, or "" when none is close
+// Closest returns the candidate a model most likely meant by got, or "" when none is close
 // enough to be a useful guess. Case, punctuation and separators are ignored first ("httpRequest"
 // is "http.request"), then a containment ("http" in "http.request") or a small edit distance
 // decides. It is for the short, fixed lists of the catalog (types, params, operations,
 // functions); guesses among a workflow's block ids go through a suggester with a budget.
-func closest(got string, candidates []string) string {
-	s := suggester{budget: -1}
-	return s.closest(got, candidates)
+func Closest(got string, candidates []string) string {
+	s := Suggester{budget: -1}
+	return s.Closest(got, candidates)
 }
 
-// suggester makes did_you_mean guesses within a budget of edit-distance work and remembers
+// Suggester makes did_you_mean guesses within a budget of edit-distance work and remembers
 // the normalized form of each candidate it has seen.
-type suggester struct {
+type Suggester struct {
 	// budget is the number of cells still allowed; negative means no bound.
 	budget int
-	// cells counts the cells computed, which tests hold to a bound that does not depend on
-	// the machine's speed.
+	// cells counts the cells computed (Cells).
 	cells   int
-	norms   map[string]normalized
-	rows    [2][maxCompared + 1]int
+	norms   map[string]Normalized
+	rows    [2][MaxCompared + 1]int
 	byBound [][]bounded
 }
 
-type normalized struct {
+// Normalized is a candidate as a Suggester compares it; NormalizeFor makes one.
+type Normalized struct {
 	s   string
 	r   []rune
 	bag [bagBuckets]uint8 // how many runes of r fall in each bucket
 }
 
-func newSuggester() *suggester {
-	return &suggester{budget: suggestBudget, norms: map[string]normalized{}}
+// NewSuggester returns a suggester with SuggestBudget to spend.
+func NewSuggester() *Suggester {
+	return &Suggester{budget: SuggestBudget, norms: map[string]Normalized{}}
 }
 
-func (s *suggester) normalized(c string) normalized {
+func (s *Suggester) normalized(c string) Normalized {
 	if n, ok := s.norms[c]; ok {
 		return n
 	}
-	n := normalizeFor(c)
+	n := NormalizeFor(c)
 	if s.norms != nil {
 		s.norms[c] = n
 	}
 	return n
 }
 
-func normalizeFor(c string) normalized {
+// NormalizeFor is c as a Suggester compares it.
+func NormalizeFor(c string) Normalized {
 	if len(c) > 4*maxNormalized {
 		c = c[:4*maxNormalized]
 	}
-	str := normalize(c)
+	str := Normalize(c)
 	if len(str) > maxNormalized {
 		str = str[:maxNormalized]
 	}
 	r := []rune(str)
-	if len(r) > maxCompared {
-		r = r[:maxCompared]
+	if len(r) > MaxCompared {
+		r = r[:MaxCompared]
 	}
-	n := normalized{s: str, r: r}
+	n := Normalized{s: str, r: r}
 	for _, x := range r {
 		n.bag[bucket(x)]++
 	}
@@ -125,38 +130,39 @@ func bagDistance(a, b *[bagBuckets]uint8) int {
 	return max(more, less)
 }
 
-// closestValue is closest for the values of an enum: only a difference of case or
+// ClosestValue is Closest for the values of an enum: only a difference of case or
 // punctuation ("get" for "GET"), a containment, or one edit in four characters is a guess
 // worth making, since a value a model made up ("FETCH") is not a typo of a similar one.
-func closestValue(got string, allowed []string) string {
-	s := suggester{budget: -1}
-	return s.closestWithin(got, allowed, len([]rune(normalize(got)))/4)
+func ClosestValue(got string, allowed []string) string {
+	s := Suggester{budget: -1}
+	return s.closestWithin(got, allowed, len([]rune(Normalize(got)))/4)
 }
 
-func (s *suggester) closest(got string, candidates []string) string {
+// Closest is the package's Closest, within the suggester's budget.
+func (s *Suggester) Closest(got string, candidates []string) string {
 	return s.closestWithin(got, candidates, -1)
 }
 
-// closestWithin is closest with at most limit edits; a negative limit is the default, a third
+// closestWithin is Closest with at most limit edits; a negative limit is the default, a third
 // of got's length (at least 2).
-func (s *suggester) closestWithin(got string, candidates []string, limit int) string {
-	return s.pick(got, len(candidates), func(i int) (string, normalized) {
+func (s *Suggester) closestWithin(got string, candidates []string, limit int) string {
+	return s.Pick(got, len(candidates), func(i int) (string, Normalized) {
 		return candidates[i], s.normalized(candidates[i])
 	}, limit)
 }
 
-// pick is the guess among n candidates, the i-th of which candidate returns with its
+// Pick is the guess among n candidates, the i-th of which candidate returns with its
 // normalized form. It looks at the candidates best first: a cheap lower bound of each one's
 // score (the bag distance) first, then the exact score in order of that bound, until the
 // bound passes the best score found; so among a thousand ids the edit distance is computed
 // for the few that could be the guess, not for all. The result is the candidate with the
 // lowest score, the first in sort order among equals, exactly as if all were scored. Every
 // candidate looked at is charged to the budget; a spent budget makes no more guesses.
-func (s *suggester) pick(got string, n int, candidate func(i int) (string, normalized), limit int) string {
+func (s *Suggester) Pick(got string, n int, candidate func(i int) (string, Normalized), limit int) string {
 	if got == "" || n == 0 || s.budget == 0 {
 		return ""
 	}
-	g := normalizeFor(got)
+	g := NormalizeFor(got)
 	if limit < 0 {
 		limit = max(2, len(g.r)/3)
 	}
@@ -218,7 +224,7 @@ type bounded struct {
 // levenshtein is the edit distance between a and b (at most maxCompared runes each) when it
 // is at most k, else k+1. Only the diagonal band |i-j| <= k is computed, and it stops as soon
 // as a whole row is over k: a far candidate costs a few rows, not len(a)*len(b) cells.
-func (s *suggester) levenshtein(a, b []rune, k int) int {
+func (s *Suggester) levenshtein(a, b []rune, k int) int {
 	n, m := len(a), len(b)
 	over := k + 1
 	prev, cur := s.rows[0][:m+1], s.rows[1][:m+1]
@@ -254,7 +260,11 @@ func (s *suggester) levenshtein(a, b []rune, k int) int {
 	return min(prev[m], over)
 }
 
-func (s *suggester) spend(cells int) {
+// Cells is how many cells the suggester has computed, which tests hold to a bound that does
+// not depend on the machine's speed.
+func (s *Suggester) Cells() int { return s.cells }
+
+func (s *Suggester) spend(cells int) {
 	s.cells += cells
 	if s.budget > 0 {
 		s.budget = max(0, s.budget-cells)
@@ -268,7 +278,9 @@ func abs(x int) int {
 	return x
 }
 
-func normalize(s string) string {
+// Normalize is s in lower case without what is not a letter or a digit: "http.Request"
+// and "httpRequest" are both "httprequest".
+func Normalize(s string) string {
 	var b strings.Builder
 	for _, r := range s {
 		if unicode.IsLetter(r) || unicode.IsDigit(r) {
@@ -276,29 +288,4 @@ func normalize(s string) string {
 		}
 	}
 	return b.String()
-}
-
-// listOf renders names for a reason text: `"a", "b", "c"`, at most limit of them.
-func listOf(names []string, limit int) string {
-	var b strings.Builder
-	for i, n := range names {
-		if i == limit {
-			b.WriteString(", …")
-			break
-		}
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		b.WriteString(`"` + n + `"`)
-	}
-	return b.String()
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
 }

@@ -1,4 +1,4 @@
-package workflow_test
+package catalog_test
 
 import (
 	"encoding/json"
@@ -8,12 +8,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"svc.dev/proto/connectors"
+	catalogpkg "svc.dev/services/workflow-editor/internal/domain/catalog"
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
-func catalog(t testing.TB) *workflow.Catalog {
+func catalog(t testing.TB) *catalogpkg.Catalog {
 	t.Helper()
-	c, err := workflow.NewCatalog(connectors.MustLoad())
+	c, err := catalogpkg.New(connectors.MustLoad())
 	require.NoError(t, err)
 	return c
 }

@@ -1,16 +1,18 @@
-package workflow
+package catalog
 
 import (
 	"encoding/json"
-	"regexp"
 	"strings"
+
+	"svc.dev/services/workflow-editor/internal/domain/repair"
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
 // Repairs of expressions and templates. A validation error of a param carries as did_you_mean
 // the param's whole value with every problem of it fixed, so that a client sets it at the
 // error's pointer: the slips other languages cause ("=" for "==", SQL's <> and IS NULL,
 // Python's True and None, JavaScript's === and null, a dangling operator, a missing
-// parenthesis), references to a misspelt block or one that is not upstream, and fields an
+// parenthesis: repair.FixSyntax), references to a misspelt block or one that is not upstream, and fields an
 // upstream block's output does not have. A repair is offered only when the value it makes
 // validates cleanly in the block's place in the graph.
 
@@ -101,7 +103,7 @@ func shapeOfValue(v any) *shape {
 }
 
 // outputShape is the shape of block b's output.
-func (c *Catalog) outputShape(b Block) *shape {
+func (c *Catalog) outputShape(b workflow.Block) *shape {
 	if b.Type == "transform" {
 		return shapeOfValue(b.Params["value"])
 	}
@@ -157,7 +159,7 @@ func fixPath(sh *shape, path []string) ([]string, bool) {
 			continue
 		}
 		names := sortedKeys(sh.fields)
-		if c := closest(f, names); c != "" {
+		if c := repair.Closest(f, names); c != "" {
 			out = append(out, c)
 			sh = sh.fields[c]
 			continue
@@ -187,281 +189,12 @@ func fixPath(sh *shape, path []string) ([]string, bool) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Scanning expressions
-
-// chain is a dotted name in an expression's source: "steps.fetch.output.body".
-type chain struct {
-	start, end int
-	parts      []string
-	call       bool // followed by "(": a function or a method called
-}
-
-func isIdentStart(c byte) bool {
-	return c == '_' || c == '$' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
-func isIdentByte(c byte) bool { return isIdentStart(c) || c >= '0' && c <= '9' }
-
-// chains lists the dotted names of src outside its string literals.
-func chains(src string) []chain {
-	var out []chain
-	for i := 0; i < len(src); {
-		c := src[i]
-		switch {
-		case c == '"' || c == '\'' || c == '`':
-			i = skipString(src, i)
-			continue
-		case c >= '0' && c <= '9':
-			for i < len(src) && (isIdentByte(src[i]) || src[i] == '.') {
-				i++
-			}
-			continue
-		case !isIdentStart(c):
-			i++
-			continue
-		}
-		if prev := lastNonSpace(src[:i]); prev == '.' || prev == '?' && i >= 2 && strings.HasSuffix(strings.TrimRight(src[:i], " "), "?.") {
-			for i < len(src) && isIdentByte(src[i]) {
-				i++
-			}
-			continue
-		}
-		ch := chain{start: i}
-		for {
-			j := i
-			for j < len(src) && isIdentByte(src[j]) {
-				j++
-			}
-			ch.parts = append(ch.parts, src[i:j])
-			i = j
-			if i+1 < len(src) && src[i] == '.' && isIdentStart(src[i+1]) {
-				i++
-				continue
-			}
-			break
-		}
-		ch.end = i
-		rest := strings.TrimLeft(src[i:], " ")
-		ch.call = strings.HasPrefix(rest, "(")
-		out = append(out, ch)
-	}
-	return out
-}
-
-func lastNonSpace(s string) byte {
-	s = strings.TrimRight(s, " \t\n")
-	if s == "" {
-		return 0
-	}
-	return s[len(s)-1]
-}
-
-// skipString returns the index after the string literal starting at i.
-func skipString(src string, i int) int {
-	q := src[i]
-	for j := i + 1; j < len(src); j++ {
-		switch {
-		case src[j] == '\\' && q != '`':
-			j++
-		case src[j] == q:
-			return j + 1
-		}
-	}
-	return len(src)
-}
-
-// codeParts splits src into code and string literals, for rewrites that must not touch the
-// text of strings.
-func codeParts(src string) (parts []string, isCode []bool) {
-	start := 0
-	for i := 0; i < len(src); {
-		c := src[i]
-		if c == '"' || c == '\'' || c == '`' {
-			if i > start {
-				parts, isCode = append(parts, src[start:i]), append(isCode, true)
-			}
-			j := skipString(src, i)
-			parts, isCode = append(parts, src[i:j]), append(isCode, false)
-			i, start = j, j
-			continue
-		}
-		i++
-	}
-	if start < len(src) {
-		parts, isCode = append(parts, src[start:]), append(isCode, true)
-	}
-	return parts, isCode
-}
-
-// ---------------------------------------------------------------------------------------------
-// Slips from other languages
-
-type wordFix struct {
-	re   *regexp.Regexp
-	with string
-}
-
-// syntaxFixes are the rewrites of code (never of strings) that slips from SQL, Python and
-// JavaScript need; each leaves valid expr-lang as it is.
-func syntaxFixes() []wordFix {
-	return []wordFix{
-		{regexp.MustCompile(`(?i)\bIS\s+NOT\s+(NULL|None|nil)\b`), "!= nil"},
-		{regexp.MustCompile(`(?i)\bIS\s+(NULL|None|nil)\b`), "== nil"},
-		{regexp.MustCompile(`===`), "=="},
-		{regexp.MustCompile(`!==`), "!="},
-		{regexp.MustCompile(`<>`), "!="},
-		{regexp.MustCompile(`\bAND\b`), "and"},
-		{regexp.MustCompile(`\bOR\b`), "or"},
-		{regexp.MustCompile(`\bNOT\b`), "not"},
-		{regexp.MustCompile(`\b(True|TRUE)\b`), "true"},
-		{regexp.MustCompile(`\b(False|FALSE)\b`), "false"},
-		{regexp.MustCompile(`\b(None|NULL|Null|null|undefined)\b`), "nil"},
-	}
-}
-
-var (
-	methodNoArg = regexp.MustCompile(`([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\.(toUpperCase|toLowerCase|toUpper|toLower|upper|lower|trim|strip|toString)\(\s*\)`)
-	methodArg   = regexp.MustCompile(`([A-Za-z_$][\w$]*(?:\.[A-Za-z_$][\w$]*)*)\.(startsWith|endsWith)\(([^()]*)\)`)
-	dangling    = regexp.MustCompile(`\s*(&&|\|\||\band\b|\bor\b|,)\s*$`)
-)
-
-// fixSyntax rewrites the slips of src; the result may still be invalid.
-func fixSyntax(src string) string {
-	s := strings.TrimSpace(src)
-	parts, isCode := codeParts(s)
-	fixes := syntaxFixes()
-	for i, p := range parts {
-		if !isCode[i] {
-			continue
-		}
-		for _, f := range fixes {
-			p = replaceNotMember(f.re, p, f.with)
-		}
-		if !strings.Contains(s, "let ") {
-			p = doubleEquals(p)
-		}
-		parts[i] = p
-	}
-	s = strings.Join(parts, "")
-	whole := func(m string) bool { return strings.TrimSpace(m) == strings.TrimSpace(s) }
-	s = methodNoArg.ReplaceAllStringFunc(s, func(m string) string {
-		g := methodNoArg.FindStringSubmatch(m)
-		fn := map[string]string{"toUpperCase": "upper", "toLowerCase": "lower", "toUpper": "upper", "toLower": "lower",
-			"upper": "upper", "lower": "lower", "trim": "trim", "strip": "trim", "toString": "string"}[g[2]]
-		return fn + "(" + g[1] + ")"
-	})
-	s = methodArg.ReplaceAllStringFunc(s, func(m string) string {
-		g := methodArg.FindStringSubmatch(m)
-		out := g[1] + " " + g[2] + " " + strings.TrimSpace(g[3])
-		if !whole(m) {
-			out = "(" + out + ")"
-		}
-		return out
-	})
-	s = dangling.ReplaceAllString(s, "")
-	return balance(s)
-}
-
-// replaceNotMember replaces the matches of re in code that are not a member name (".null").
-func replaceNotMember(re *regexp.Regexp, code, with string) string {
-	locs := re.FindAllStringIndex(code, -1)
-	if locs == nil {
-		return code
-	}
-	var b strings.Builder
-	last := 0
-	for _, l := range locs {
-		b.WriteString(code[last:l[0]])
-		if lastNonSpace(code[:l[0]]) == '.' {
-			b.WriteString(code[l[0]:l[1]])
-		} else {
-			b.WriteString(with)
-		}
-		last = l[1]
-	}
-	b.WriteString(code[last:])
-	return b.String()
-}
-
-// doubleEquals turns a lone "=" (an assignment in most languages, a comparison in SQL) into
-// "==".
-func doubleEquals(code string) string {
-	var b strings.Builder
-	for i := 0; i < len(code); i++ {
-		c := code[i]
-		if c == '=' {
-			prev, next := byte(0), byte(0)
-			if i > 0 {
-				prev = code[i-1]
-			}
-			if i+1 < len(code) {
-				next = code[i+1]
-			}
-			if !strings.ContainsRune("=!<>", rune(prev)) && next != '=' && next != '~' {
-				b.WriteString("==")
-				continue
-			}
-		}
-		b.WriteByte(c)
-	}
-	return b.String()
-}
-
-// balance closes the parentheses a grouping left open at the end, and drops closing ones
-// with no opening at the end. An unclosed call ("len(x > 0") is left alone: where its ")"
-// goes is not clear.
-func balance(s string) string {
-	parts, isCode := codeParts(s)
-	var open []int // offsets of unclosed "("
-	var extra []int
-	off := 0
-	for i, p := range parts {
-		if isCode[i] {
-			for j := 0; j < len(p); j++ {
-				switch p[j] {
-				case '(':
-					open = append(open, off+j)
-				case ')':
-					if len(open) > 0 {
-						open = open[:len(open)-1]
-					} else {
-						extra = append(extra, off+j)
-					}
-				}
-			}
-		}
-		off += len(p)
-	}
-	if len(extra) > 0 {
-		if len(open) > 0 || strings.Trim(s[extra[0]:], ") ") != "" {
-			return s
-		}
-		return strings.TrimRight(s[:extra[0]], " ")
-	}
-	for _, o := range open {
-		if prev := lastNonSpace(s[:o]); isIdentByte(prev) && !endsWithWord(s[:o], "and", "or", "not", "in") || prev == ')' || prev == ']' {
-			return s
-		}
-	}
-	return s + strings.Repeat(")", len(open))
-}
-
-func endsWithWord(s string, words ...string) bool {
-	s = strings.TrimRight(s, " ")
-	for _, w := range words {
-		if strings.HasSuffix(s, w) && (len(s) == len(w) || !isIdentByte(s[len(s)-len(w)-1])) {
-			return true
-		}
-	}
-	return false
-}
-
-// ---------------------------------------------------------------------------------------------
 // Repairs in a block's place
 
 // repairExpression is src with every problem the validator finds in it fixed, or "" when no
 // repair makes it clean. i is the block it belongs to.
 func (v *validator) repairExpression(i int, src string) string {
-	s := fixSyntax(src)
+	s := repair.FixSyntax(src)
 	if _, err := v.cat.exprs.references(s); err != nil {
 		return ""
 	}
@@ -484,32 +217,32 @@ func (v *validator) fixReferences(i int, s string) string {
 			badIdent[r.text] = true
 		}
 	}
-	cs := chains(s)
+	cs := repair.Chains(s)
 	for j := len(cs) - 1; j >= 0; j-- {
 		ch := cs[j]
 		repl := ""
-		root := ch.parts[0]
+		root := ch.Parts[0]
 		switch {
-		case ch.call && len(ch.parts) == 1 && calls[root] != "":
+		case ch.Call && len(ch.Parts) == 1 && calls[root] != "":
 			repl = calls[root]
-		case ch.call:
-		case root == scopeSteps && len(ch.parts) > 1:
-			if parts, ok := v.fixSteps(i, ch.parts[1:]); ok {
+		case ch.Call:
+		case root == scopeSteps && len(ch.Parts) > 1:
+			if parts, ok := v.fixSteps(i, ch.Parts[1:]); ok {
 				repl = scopeSteps + "." + strings.Join(parts, ".")
 			}
-		case (root == scopeRun || root == scopeWorkflow) && len(ch.parts) == 2 && ch.parts[1] != "id":
+		case (root == scopeRun || root == scopeWorkflow) && len(ch.Parts) == 2 && ch.Parts[1] != "id":
 			repl = root + ".id"
 		case badIdent[root]:
 			if id := v.upstreamNamed(i, root); id != "" {
-				if parts, ok := v.fixSteps(i, append([]string{id}, ch.parts[1:]...)); ok {
+				if parts, ok := v.fixSteps(i, append([]string{id}, ch.Parts[1:]...)); ok {
 					repl = scopeSteps + "." + strings.Join(parts, ".")
 				}
-			} else if strings.HasPrefix(strings.ToLower(root), "in") && closest(root, scopeRoots()) == scopeInput {
-				repl = strings.Join(append([]string{scopeInput}, ch.parts[1:]...), ".")
+			} else if strings.HasPrefix(strings.ToLower(root), "in") && repair.Closest(root, scopeRoots()) == scopeInput {
+				repl = strings.Join(append([]string{scopeInput}, ch.Parts[1:]...), ".")
 			}
 		}
 		if repl != "" {
-			s = s[:ch.start] + repl + s[ch.end:]
+			s = s[:ch.Start] + repl + s[ch.End:]
 		}
 	}
 	return s
@@ -543,7 +276,7 @@ func (v *validator) fixSteps(i int, parts []string) ([]string, bool) {
 			break
 		}
 		if !exists {
-			target = v.sug.closest(id, upstream)
+			target = v.sug.Closest(id, upstream)
 			break
 		}
 		// Itself, or a block on another branch: the block just before, when there is one
@@ -565,7 +298,7 @@ func (v *validator) fixSteps(i int, parts []string) ([]string, bool) {
 	case len(rest) == 0:
 		rest = []string{"output"}
 	case rest[0] != "output":
-		if closest(rest[0], []string{"output"}) == "output" && len(rest[0]) >= 4 {
+		if repair.Closest(rest[0], []string{"output"}) == "output" && len(rest[0]) >= 4 {
 			rest = append([]string{"output"}, rest[1:]...)
 		} else {
 			rest = append([]string{"output"}, rest...)
@@ -595,7 +328,7 @@ func (v *validator) upstreamOfType(i int, upstream []string, parts []string) (st
 		t := ""
 		if _, ok := v.cat.Lookup(name); ok {
 			t = name
-		} else if a, ok := v.cat.aliases[normalize(name)]; ok {
+		} else if a, ok := v.cat.aliases[repair.Normalize(name)]; ok {
 			t = a
 		}
 		if t == "" {

@@ -1,46 +1,31 @@
-package workflow
+package catalog
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 	"unicode/utf8"
-)
 
-// Outcome is the result of applying a batch of operations.
-type Outcome struct {
-	Definition Definition
-	Applied    int
-	Skipped    []Skip
-}
+	"svc.dev/services/workflow-editor/internal/domain/repair"
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
+)
 
 // maxListed bounds how many names a reason text or an allowed list carries, so that a skip in
 // a workflow of a thousand blocks stays readable.
 const maxListed = 50
 
-// The limits of one workflow. Every read validates the whole graph and every patch rewrites the
-// whole definition, so a workflow is kept to a size whose reads and patches stay in
-// milliseconds; the limits are a few times what the largest real workflows need. The byte
-// limit also keeps a definition far below what one Postgres jsonb value can hold (256 MB), so
-// a batch the applier accepts can always be stored.
-const (
-	MaxBlocks          = 2000
-	MaxEdges           = 4000
-	MaxDefinitionBytes = 8 << 20
-)
-
 // Apply applies ops to def in order, each on its own: an operation that cannot be applied is
 // skipped with a reason and the rest still apply (the repair loop of the seed). def is not
 // changed. Whatever ops hold, the result is a sound graph: every edge joins two existing blocks,
 // no block id repeats, and there is no cycle.
-func (c *Catalog) Apply(def Definition, ops []Op) Outcome {
+func (c *Catalog) Apply(def workflow.Definition, ops []workflow.Op) workflow.Outcome {
 	out, _ := c.apply(def, ops)
 	return out
 }
 
-func (c *Catalog) apply(def Definition, ops []Op) (Outcome, *builder) {
+func (c *Catalog) apply(def workflow.Definition, ops []workflow.Op) (workflow.Outcome, *builder) {
 	b := newBuilder(c, def)
-	out := Outcome{}
+	out := workflow.Outcome{}
 	for i, op := range ops {
 		b.skipIndex = len(out.Skipped)
 		if skip := b.apply(i, op); skip != nil {
@@ -60,16 +45,16 @@ func (c *Catalog) apply(def Definition, ops []Op) (Outcome, *builder) {
 type event struct {
 	op      int
 	removed bool
-	code    ReasonCode
+	code    workflow.ReasonCode
 }
 
 type edgeKey struct{ from, to string }
 
 type builder struct {
 	cat     *Catalog
-	blocks  []Block
+	blocks  []workflow.Block
 	index   map[string]int
-	edges   []Edge
+	edges   []workflow.Edge
 	edgeSet map[edgeKey]string // → branch
 	out     map[string][]string
 	history map[string]event
@@ -81,9 +66,9 @@ type builder struct {
 	// do: what was said about the graph in an earlier skip holds while they stay the same.
 	blocksGen, graphGen int
 
-	sug      *suggester
-	norms    []normalized      // the blocks' ids as the suggester compares them; nil until a guess
-	guesses  map[string]string // missing block id → did_you_mean, for blocksGen
+	sug      *repair.Suggester
+	norms    []repair.Normalized // the blocks' ids as the suggester compares them; nil until a guess
+	guesses  map[string]string   // missing block id → did_you_mean, for blocksGen
 	guessGen int
 	idList   []string // block ids, for idsGen
 	idsGen   int
@@ -98,16 +83,16 @@ type builder struct {
 // listing is a list of names that skip number skip already gave, while the graph was at gen.
 type listing struct{ gen, skip int }
 
-func newBuilder(c *Catalog, def Definition) *builder {
+func newBuilder(c *Catalog, def workflow.Definition) *builder {
 	b := &builder{
 		cat:     c,
-		blocks:  append(make([]Block, 0, len(def.Blocks)), def.Blocks...),
+		blocks:  append(make([]workflow.Block, 0, len(def.Blocks)), def.Blocks...),
 		index:   make(map[string]int, len(def.Blocks)),
-		edges:   append(make([]Edge, 0, len(def.Edges)), def.Edges...),
+		edges:   append(make([]workflow.Edge, 0, len(def.Edges)), def.Edges...),
 		edgeSet: make(map[edgeKey]string, len(def.Edges)),
 		out:     map[string][]string{},
 		history: map[string]event{},
-		sug:     newSuggester(),
+		sug:     repair.NewSuggester(),
 		guesses: map[string]string{},
 		idsGen:  -1,
 		listed:  map[string]listing{},
@@ -123,35 +108,35 @@ func newBuilder(c *Catalog, def Definition) *builder {
 	return b
 }
 
-func (b *builder) definition() Definition {
-	return Definition{Blocks: b.blocks, Edges: b.edges}
+func (b *builder) definition() workflow.Definition {
+	return workflow.Definition{Blocks: b.blocks, Edges: b.edges}
 }
 
-func (b *builder) apply(i int, op Op) *Skip {
-	switch OpType(op.Type) {
-	case OpAdd:
+func (b *builder) apply(i int, op workflow.Op) *workflow.Skip {
+	switch workflow.OpType(op.Type) {
+	case workflow.OpAdd:
 		return b.add(i, op)
-	case OpUpdate:
+	case workflow.OpUpdate:
 		return b.update(op)
-	case OpRemove:
+	case workflow.OpRemove:
 		return b.remove(i, op)
-	case OpConnect:
+	case workflow.OpConnect:
 		return b.connect(op)
-	case OpDisconnect:
+	case workflow.OpDisconnect:
 		return b.disconnect(op)
 	default:
-		reason := fmt.Sprintf("operation_type %q is not an operation; use one of %s.", op.Type, listOf(opTypes(), 10))
+		reason := fmt.Sprintf("operation_type %q is not an operation; use one of %s.", op.Type, listOf(workflow.OpTypes(), 10))
 		if op.Type == "" {
-			reason = "The operation has no operation_type; use one of " + listOf(opTypes(), 10) + "."
+			reason = "The operation has no operation_type; use one of " + listOf(workflow.OpTypes(), 10) + "."
 		}
-		hint := Hint{DidYouMean: opSynonym(op.Type), Allowed: opTypes(), Pointer: "/operation_type"}
+		hint := workflow.Hint{DidYouMean: opSynonym(op.Type), Allowed: workflow.OpTypes(), Pointer: "/operation_type"}
 		if hint.DidYouMean == "" {
-			hint.DidYouMean = closest(op.Type, opTypes())
+			hint.DidYouMean = repair.Closest(op.Type, workflow.OpTypes())
 		}
 		if hint.DidYouMean != "" {
 			reason += fmt.Sprintf(" Did you mean %q?", hint.DidYouMean)
 		}
-		return &Skip{ReasonCode: ReasonUnknownOperationType, Reason: reason, Hint: hint}
+		return &workflow.Skip{ReasonCode: workflow.ReasonUnknownOperationType, Reason: reason, Hint: hint}
 	}
 }
 
@@ -160,15 +145,15 @@ func (b *builder) apply(i int, op Op) *Skip {
 func opSynonym(t string) string {
 	switch strings.ToLower(strings.TrimSpace(t)) {
 	case "create", "insert", "new", "add_block", "addblock":
-		return string(OpAdd)
+		return string(workflow.OpAdd)
 	case "set", "edit", "modify", "change", "patch", "update_block", "updateblock", "update_params":
-		return string(OpUpdate)
+		return string(workflow.OpUpdate)
 	case "delete", "del", "rm", "drop", "remove_block", "removeblock", "delete_block", "deleteblock":
-		return string(OpRemove)
+		return string(workflow.OpRemove)
 	case "link", "edge", "add_edge", "addedge", "wire", "attach":
-		return string(OpConnect)
+		return string(workflow.OpConnect)
 	case "unlink", "remove_edge", "removeedge", "delete_edge", "deleteedge", "detach", "unwire":
-		return string(OpDisconnect)
+		return string(workflow.OpDisconnect)
 	}
 	return ""
 }
@@ -176,10 +161,10 @@ func opSynonym(t string) string {
 // ---------------------------------------------------------------------------------------------
 // Blocks
 
-func (b *builder) add(i int, op Op) (skip *Skip) {
+func (b *builder) add(i int, op workflow.Op) (skip *workflow.Skip) {
 	defer func() {
 		// Remember the failed add so that a later connect can say why the block is missing.
-		if skip != nil && op.BlockID != "" && len(op.BlockID) <= 4*maxCompared {
+		if skip != nil && op.BlockID != "" && len(op.BlockID) <= 4*repair.MaxCompared {
 			if _, exists := b.index[op.BlockID]; !exists {
 				b.history[op.BlockID] = event{op: i, code: skip.ReasonCode}
 			}
@@ -194,15 +179,15 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 		if suggestion != "" {
 			other += fmt.Sprintf(", such as %q", suggestion)
 		}
-		return &Skip{ReasonCode: ReasonDuplicateBlockID,
+		return &workflow.Skip{ReasonCode: workflow.ReasonDuplicateBlockID,
 			Reason: fmt.Sprintf("A block %q already exists (type %s). Give the new block %s, or use \"update\" to change the params of the existing one.",
 				op.BlockID, b.blocks[j].Type, other),
-			Hint: Hint{DidYouMean: suggestion, Pointer: "/block_id"}}
+			Hint: workflow.Hint{DidYouMean: suggestion, Pointer: "/block_id"}}
 	}
-	if len(b.blocks) >= MaxBlocks {
-		return &Skip{ReasonCode: ReasonWorkflowTooLarge,
+	if len(b.blocks) >= workflow.MaxBlocks {
+		return &workflow.Skip{ReasonCode: workflow.ReasonWorkflowTooLarge,
 			Reason: fmt.Sprintf("The workflow already has %d blocks, the most a workflow may have. Remove blocks it no longer needs, or split the work into several workflows.", len(b.blocks)),
-			Hint:   Hint{Pointer: "/block_id"}}
+			Hint:   workflow.Hint{Pointer: "/block_id"}}
 	}
 	conn, ok := b.cat.Lookup(op.BlockType)
 	if !ok {
@@ -219,14 +204,14 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 	if vs := b.cat.checkParams(conn, params, touched, nil); len(vs) > 0 {
 		return paramSkip(op.BlockID, conn, vs)
 	}
-	blk := Block{ID: op.BlockID, Type: conn.Type(), Params: params}
+	blk := workflow.Block{ID: op.BlockID, Type: conn.Type(), Params: params}
 	if skip := b.resize(blk, -1); skip != nil {
 		return skip
 	}
 	b.index[op.BlockID] = len(b.blocks)
 	b.blocks = append(b.blocks, blk)
 	if b.norms != nil {
-		b.norms = append(b.norms, normalizeFor(blk.ID))
+		b.norms = append(b.norms, repair.NormalizeFor(blk.ID))
 	}
 	delete(b.history, op.BlockID)
 	b.blocksGen++
@@ -234,7 +219,7 @@ func (b *builder) add(i int, op Op) (skip *Skip) {
 	return nil
 }
 
-func (b *builder) update(op Op) *Skip {
+func (b *builder) update(op workflow.Op) *workflow.Skip {
 	j, ok := b.index[op.BlockID]
 	if !ok {
 		return b.blockNotFound(op.BlockID, "update")
@@ -246,10 +231,10 @@ func (b *builder) update(op Op) *Skip {
 		return b.typeNotRegistered(blk.Type)
 	}
 	if !op.HasParams {
-		return &Skip{ReasonCode: ReasonInvalidParam,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidParam,
 			Reason: fmt.Sprintf("update of block %q needs params: an object of the params to set (a null value removes a param). Params of %s: %s.",
 				op.BlockID, conn.Type(), listOf(conn.public, maxListed)),
-			Hint: Hint{Allowed: conn.public, Pointer: "/params"}}
+			Hint: workflow.Hint{Allowed: conn.public, Pointer: "/params"}}
 	}
 	params := make(map[string]any, len(blk.Params)+len(op.Params))
 	for k, v := range blk.Params {
@@ -267,7 +252,7 @@ func (b *builder) update(op Op) *Skip {
 	if vs := b.cat.checkParams(conn, params, touched, blk.Params); len(vs) > 0 {
 		return paramSkip(op.BlockID, conn, vs)
 	}
-	updated := Block{ID: blk.ID, Type: blk.Type, Params: params}
+	updated := workflow.Block{ID: blk.ID, Type: blk.Type, Params: params}
 	if skip := b.resize(updated, j); skip != nil {
 		return skip
 	}
@@ -275,7 +260,7 @@ func (b *builder) update(op Op) *Skip {
 	return nil
 }
 
-func (b *builder) remove(i int, op Op) *Skip {
+func (b *builder) remove(i int, op workflow.Op) *workflow.Skip {
 	j, ok := b.index[op.BlockID]
 	if !ok {
 		return b.blockNotFound(op.BlockID, "remove")
@@ -317,22 +302,22 @@ func (b *builder) remove(i int, op Op) *Skip {
 // ---------------------------------------------------------------------------------------------
 // Edges
 
-func (b *builder) connect(op Op) *Skip {
+func (b *builder) connect(op workflow.Op) *workflow.Skip {
 	from, to := op.BlockID, op.TargetBlockID
 	if _, ok := b.index[from]; !ok {
 		why, hint := b.missing(from, "block_id", "/block_id")
-		return &Skip{ReasonCode: ReasonInvalidEdgeSource,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidEdgeSource,
 			Reason: fmt.Sprintf("Cannot connect %s -> %s: the source %s", quoteID(from), quoteID(to), why), Hint: hint}
 	}
 	if _, ok := b.index[to]; !ok {
 		why, hint := b.missing(to, "target_block_id", "/target_block_id")
-		return &Skip{ReasonCode: ReasonInvalidEdgeTarget,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidEdgeTarget,
 			Reason: fmt.Sprintf("Cannot connect %s -> %s: the target %s", quoteID(from), quoteID(to), why), Hint: hint}
 	}
 	if from == to {
-		return &Skip{ReasonCode: ReasonSelfLoop,
+		return &workflow.Skip{ReasonCode: workflow.ReasonSelfLoop,
 			Reason: fmt.Sprintf("Cannot connect block %q to itself: workflows are acyclic. Connect it to another block.", from),
-			Hint:   Hint{Pointer: "/target_block_id"}}
+			Hint:   workflow.Hint{Pointer: "/target_block_id"}}
 	}
 	src := b.blocks[b.index[from]]
 	branch := ""
@@ -350,20 +335,20 @@ func (b *builder) connect(op Op) *Skip {
 		if existing != branch {
 			reason = fmt.Sprintf("The edge %q -> %q already exists with branch %q. To change its branch, disconnect it first, then connect again.", from, to, existing)
 		}
-		return &Skip{ReasonCode: ReasonDuplicateEdge, Reason: reason, Hint: Hint{Pointer: "/target_block_id"}}
+		return &workflow.Skip{ReasonCode: workflow.ReasonDuplicateEdge, Reason: reason, Hint: workflow.Hint{Pointer: "/target_block_id"}}
 	}
-	if len(b.edges) >= MaxEdges {
-		return &Skip{ReasonCode: ReasonWorkflowTooLarge,
+	if len(b.edges) >= workflow.MaxEdges {
+		return &workflow.Skip{ReasonCode: workflow.ReasonWorkflowTooLarge,
 			Reason: fmt.Sprintf("The workflow already has %d edges, the most a workflow may have. Disconnect edges it no longer needs, or split the work into several workflows.", len(b.edges)),
-			Hint:   Hint{Pointer: "/target_block_id"}}
+			Hint:   workflow.Hint{Pointer: "/target_block_id"}}
 	}
 	if path := b.path(to, from); path != nil {
-		return &Skip{ReasonCode: ReasonEdgeCreatesCycle,
+		return &workflow.Skip{ReasonCode: workflow.ReasonEdgeCreatesCycle,
 			Reason: fmt.Sprintf("Connecting %q -> %q would create a cycle: %q already leads to %q (%s). Workflows are acyclic; connect to a block that does not lead back to %q.",
 				from, to, to, from, showPath(path), from),
-			Hint: Hint{Pointer: "/target_block_id"}}
+			Hint: workflow.Hint{Pointer: "/target_block_id"}}
 	}
-	e := Edge{From: from, To: to, Branch: branch}
+	e := workflow.Edge{From: from, To: to, Branch: branch}
 	if b.size >= 0 {
 		b.size += edgeSize(e)
 	}
@@ -375,14 +360,14 @@ func (b *builder) connect(op Op) *Skip {
 }
 
 // branchNotString is the skip of a connect whose branch is a JSON value other than a string.
-func (b *builder) branchNotString(src Block, raw string) *Skip {
+func (b *builder) branchNotString(src workflow.Block, raw string) *workflow.Skip {
 	shown := truncate(raw, 40)
 	if conn, known := b.cat.Lookup(src.Type); !known || !conn.branches() {
-		return &Skip{ReasonCode: ReasonInvalidBranch,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidBranch,
 			Reason: fmt.Sprintf("Only edges leaving a condition block carry a branch; %q is a %s block. Send the connect without branch (not %s).", src.ID, src.Type, shown),
-			Hint:   Hint{Pointer: "/branch"}}
+			Hint:   workflow.Hint{Pointer: "/branch"}}
 	}
-	hint := Hint{Allowed: []string{"true", "false"}, Pointer: "/branch"}
+	hint := workflow.Hint{Allowed: []string{"true", "false"}, Pointer: "/branch"}
 	switch raw {
 	case "true", "1":
 		hint.DidYouMean = "true"
@@ -393,41 +378,41 @@ func (b *builder) branchNotString(src Block, raw string) *Skip {
 	if hint.DidYouMean != "" {
 		reason += fmt.Sprintf(" Did you mean %q (a string)?", hint.DidYouMean)
 	}
-	return &Skip{ReasonCode: ReasonInvalidBranch, Reason: reason, Hint: hint}
+	return &workflow.Skip{ReasonCode: workflow.ReasonInvalidBranch, Reason: reason, Hint: hint}
 }
 
-func (b *builder) checkBranch(src Block, branch *string) *Skip {
+func (b *builder) checkBranch(src workflow.Block, branch *string) *workflow.Skip {
 	conn, known := b.cat.Lookup(src.Type)
 	allowed := []string{"true", "false"}
 	switch {
 	case known && conn.branches() && branch == nil:
-		return &Skip{ReasonCode: ReasonInvalidBranch,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidBranch,
 			Reason: fmt.Sprintf("Edges leaving condition block %q need a branch: \"true\" or \"false\" (the edge is taken when the condition's result matches).", src.ID),
-			Hint:   Hint{Allowed: allowed, Pointer: "/branch"}}
+			Hint:   workflow.Hint{Allowed: allowed, Pointer: "/branch"}}
 	case known && conn.branches() && *branch != "true" && *branch != "false":
-		hint := Hint{Allowed: allowed, Pointer: "/branch"}
+		hint := workflow.Hint{Allowed: allowed, Pointer: "/branch"}
 		switch strings.ToLower(strings.TrimSpace(*branch)) {
 		case "true", "yes", "1", "then":
 			hint.DidYouMean = "true"
 		case "false", "no", "0", "else":
 			hint.DidYouMean = "false"
 		}
-		return &Skip{ReasonCode: ReasonInvalidBranch,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidBranch,
 			Reason: fmt.Sprintf("branch must be the string \"true\" or \"false\", not %q.", *branch), Hint: hint}
 	case (!known || !conn.branches()) && branch != nil:
-		return &Skip{ReasonCode: ReasonInvalidBranch,
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidBranch,
 			Reason: fmt.Sprintf("Only edges leaving a condition block carry a branch; %q is a %s block. Send the connect without branch.", src.ID, src.Type),
-			Hint:   Hint{Pointer: "/branch"}}
+			Hint:   workflow.Hint{Pointer: "/branch"}}
 	}
 	return nil
 }
 
-func (b *builder) disconnect(op Op) *Skip {
+func (b *builder) disconnect(op workflow.Op) *workflow.Skip {
 	from, to := op.BlockID, op.TargetBlockID
 	if _, ok := b.edgeSet[edgeKey{from, to}]; !ok {
 		targets := b.out[from]
 		reason := fmt.Sprintf("No edge %s -> %s exists.", quoteID(from), quoteID(to))
-		hint := Hint{Pointer: "/target_block_id"}
+		hint := workflow.Hint{Pointer: "/target_block_id"}
 		switch _, exists := b.index[from]; {
 		case !exists:
 			var why string
@@ -436,7 +421,7 @@ func (b *builder) disconnect(op Op) *Skip {
 		case len(targets) == 0:
 			reason += fmt.Sprintf(" Block %q has no outgoing edges.", from)
 		default:
-			hint.DidYouMean = b.sug.closest(to, targets)
+			hint.DidYouMean = b.sug.Closest(to, targets)
 			if k, ok := b.said("edges from "+from, b.graphGen); ok {
 				reason += fmt.Sprintf(" skipped_items[%d] lists the edges leaving %q.", k, from)
 			} else {
@@ -447,7 +432,7 @@ func (b *builder) disconnect(op Op) *Skip {
 				reason += fmt.Sprintf(" Did you mean %q?", hint.DidYouMean)
 			}
 		}
-		return &Skip{ReasonCode: ReasonEdgeNotFound, Reason: reason, Hint: hint}
+		return &workflow.Skip{ReasonCode: workflow.ReasonEdgeNotFound, Reason: reason, Hint: hint}
 	}
 	for k, e := range b.edges {
 		if e.From == from && e.To == to {
@@ -528,13 +513,13 @@ func (b *builder) whyMissing(id, field string) string {
 // guess is made once per id while the set of blocks stays the same, and the existing blocks
 // are listed by the first such skip only (later ones point at it): 500 skips in a workflow
 // of 2,000 blocks cost milliseconds and kilobytes, not seconds and megabytes.
-func (b *builder) missing(id, field, pointer string) (string, Hint) {
+func (b *builder) missing(id, field, pointer string) (string, workflow.Hint) {
 	if ev, ok := b.history[id]; ok && !ev.removed {
 		// The block is missing because its add was skipped: the repair is that add's, and a
 		// guess among the other blocks would connect the wrong one. An id refused as invalid
 		// is named here as that add's hint names it.
-		hint := Hint{Pointer: pointer}
-		if ev.code == ReasonInvalidBlockID {
+		hint := workflow.Hint{Pointer: pointer}
+		if ev.code == workflow.ReasonInvalidBlockID {
 			hint.DidYouMean = sanitizeID(id)
 		}
 		return b.whyMissing(id, field), hint
@@ -543,8 +528,8 @@ func (b *builder) missing(id, field, pointer string) (string, Hint) {
 	return b.whyMissing(id, field) + text, hint
 }
 
-func (b *builder) existing(id, pointer string) (string, Hint) {
-	hint := Hint{Pointer: pointer, DidYouMean: b.guess(id)}
+func (b *builder) existing(id, pointer string) (string, workflow.Hint) {
+	hint := workflow.Hint{Pointer: pointer, DidYouMean: b.guess(id)}
 	ids := b.ids()
 	var text string
 	switch k, said := b.said("blocks", b.blocksGen); {
@@ -562,13 +547,13 @@ func (b *builder) existing(id, pointer string) (string, Hint) {
 	return text, hint
 }
 
-func (b *builder) blockNotFound(id, verb string) *Skip {
+func (b *builder) blockNotFound(id, verb string) *workflow.Skip {
 	if id == "" {
 		text, hint := b.existing(id, "/block_id")
-		return &Skip{ReasonCode: ReasonBlockNotFound, Reason: fmt.Sprintf("%s needs a block_id: the id of an existing block.", verb) + text, Hint: hint}
+		return &workflow.Skip{ReasonCode: workflow.ReasonBlockNotFound, Reason: fmt.Sprintf("%s needs a block_id: the id of an existing block.", verb) + text, Hint: hint}
 	}
 	why, hint := b.missing(id, "block_id", "/block_id")
-	return &Skip{ReasonCode: ReasonBlockNotFound, Reason: fmt.Sprintf("Cannot %s block %s: %s", verb, quoteID(id), why), Hint: hint}
+	return &workflow.Skip{ReasonCode: workflow.ReasonBlockNotFound, Reason: fmt.Sprintf("Cannot %s block %s: %s", verb, quoteID(id), why), Hint: hint}
 }
 
 // said returns the skip that already listed key while the graph was at gen. When none did, it
@@ -594,12 +579,12 @@ func (b *builder) guess(id string) string {
 		return g
 	}
 	if b.norms == nil {
-		b.norms = make([]normalized, len(b.blocks), max(len(b.blocks), 16))
+		b.norms = make([]repair.Normalized, len(b.blocks), max(len(b.blocks), 16))
 		for i, blk := range b.blocks {
-			b.norms[i] = normalizeFor(blk.ID)
+			b.norms[i] = repair.NormalizeFor(blk.ID)
 		}
 	}
-	g := b.sug.pick(id, len(b.blocks), func(i int) (string, normalized) { return b.blocks[i].ID, b.norms[i] }, -1)
+	g := b.sug.Pick(id, len(b.blocks), func(i int) (string, repair.Normalized) { return b.blocks[i].ID, b.norms[i] }, -1)
 	b.guesses[id] = g
 	return g
 }
@@ -621,15 +606,15 @@ func (b *builder) ids() []string {
 // quoteID quotes a block id for a reason text. An overlong one, which is never a valid id, is
 // cut, so that a reason does not repeat a huge input.
 func quoteID(id string) string {
-	if len(id) > 2*maxCompared {
-		id = truncate(id, maxCompared)
+	if len(id) > 2*repair.MaxCompared {
+		id = truncate(id, repair.MaxCompared)
 	}
 	return fmt.Sprintf("%q", id)
 }
 
 // resize keeps the definition under MaxDefinitionBytes: blk is added (replaces < 0), or
 // replaces block number replaces. The sizes are measured on the first add or update of a batch.
-func (b *builder) resize(blk Block, replaces int) *Skip {
+func (b *builder) resize(blk workflow.Block, replaces int) *workflow.Skip {
 	if b.size < 0 {
 		b.size = len(`{"blocks":[],"edges":[]}`)
 		b.sizes = make([]int, len(b.blocks), len(b.blocks)+16)
@@ -646,11 +631,11 @@ func (b *builder) resize(blk Block, replaces int) *Skip {
 	if replaces >= 0 {
 		after -= b.sizes[replaces]
 	}
-	if after > MaxDefinitionBytes {
-		return &Skip{ReasonCode: ReasonWorkflowTooLarge,
+	if after > workflow.MaxDefinitionBytes {
+		return &workflow.Skip{ReasonCode: workflow.ReasonWorkflowTooLarge,
 			Reason: fmt.Sprintf("With this operation the workflow's definition would be %d bytes, more than the %d (%d MiB) a workflow may have; block %q alone is %d bytes. Keep large data out of params: have a step fetch it at run time (http.request), or split the work into several workflows.",
-				after, MaxDefinitionBytes, MaxDefinitionBytes>>20, blk.ID, n),
-			Hint: Hint{Pointer: "/params"}}
+				after, workflow.MaxDefinitionBytes, workflow.MaxDefinitionBytes>>20, blk.ID, n),
+			Hint: workflow.Hint{Pointer: "/params"}}
 	}
 	b.size = after
 	if replaces >= 0 {
@@ -663,7 +648,7 @@ func (b *builder) resize(blk Block, replaces int) *Skip {
 
 // blockSize is the bytes a block takes in the stored definition, with its comma:
 // {"block_id":…,"type":…,"params":…},
-func blockSize(blk Block) int {
+func blockSize(blk workflow.Block) int {
 	n := len(`{"block_id":,"type":,"params":},`) + stringSize(blk.ID) + stringSize(blk.Type)
 	if blk.Params == nil {
 		return n + len(`{}`)
@@ -673,7 +658,7 @@ func blockSize(blk Block) int {
 
 // edgeSize is the bytes an edge takes in the stored definition, with its comma:
 // {"block_id":…,"target_block_id":…,"branch":…},
-func edgeSize(e Edge) int {
+func edgeSize(e workflow.Edge) int {
 	n := len(`{"block_id":,"target_block_id":},`) + stringSize(e.From) + stringSize(e.To)
 	if e.Branch != "" {
 		n += len(`,"branch":`) + stringSize(e.Branch)
@@ -750,7 +735,7 @@ func encodedSize(v any) int {
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(v); err != nil {
 		// Not storable at all; the param checks refuse such values before they get here.
-		return MaxDefinitionBytes + 1
+		return workflow.MaxDefinitionBytes + 1
 	}
 	return cw.n - 1 // the encoder's newline
 }
@@ -765,7 +750,7 @@ func (w *countingWriter) Write(p []byte) (int, error) {
 // typeNotRegisteredAdd is the skip of an add whose type is not registered. When the type meant
 // is clear, the params are checked against it too, so that one reply says everything the add
 // needs.
-func (b *builder) typeNotRegisteredAdd(op Op) *Skip {
+func (b *builder) typeNotRegisteredAdd(op workflow.Op) *workflow.Skip {
 	skip := b.typeNotRegistered(op.BlockType)
 	conn, ok := b.cat.Lookup(skip.Hint.DidYouMean)
 	if !ok {
@@ -784,19 +769,11 @@ func (b *builder) typeNotRegisteredAdd(op Op) *Skip {
 		return skip
 	}
 	rest := paramSkip(op.BlockID, conn, vs)
-	skip.Problems = append([]Problem{{ReasonCode: skip.ReasonCode, Reason: skip.Reason, Hint: skip.Hint}}, rest.problems()...)
+	skip.Problems = append([]workflow.Problem{{ReasonCode: skip.ReasonCode, Reason: skip.Reason, Hint: skip.Hint}}, rest.AllProblems()...)
 	return skip
 }
 
-// problems is every problem of the skip, its own first.
-func (s *Skip) problems() []Problem {
-	if len(s.Problems) > 0 {
-		return s.Problems
-	}
-	return []Problem{{ReasonCode: s.ReasonCode, Reason: s.Reason, Hint: s.Hint}}
-}
-
-func (b *builder) typeNotRegistered(t string) *Skip {
+func (b *builder) typeNotRegistered(t string) *workflow.Skip {
 	types := b.cat.Types()
 	dym := b.cat.suggestType(t)
 	reason := fmt.Sprintf("Block type %q is not registered.", t)
@@ -807,8 +784,8 @@ func (b *builder) typeNotRegistered(t string) *Skip {
 		reason += fmt.Sprintf(" Did you mean %q?", dym)
 	}
 	reason += fmt.Sprintf(" Registered types: %s. GET /api/connectors lists each with its params.", listOf(types, maxListed))
-	return &Skip{ReasonCode: ReasonBlockTypeNotRegistered, Reason: reason,
-		Hint: Hint{DidYouMean: dym, Allowed: types, Pointer: "/type"}}
+	return &workflow.Skip{ReasonCode: workflow.ReasonBlockTypeNotRegistered, Reason: reason,
+		Hint: workflow.Hint{DidYouMean: dym, Allowed: types, Pointer: "/type"}}
 }
 
 // freeID suggests an unused block id close to id.
@@ -830,26 +807,26 @@ func (b *builder) freeID(id string) string {
 
 // paramSkip is the skip of params with the problems vs: the first names the skip, and every
 // one is listed in Problems when there are several.
-func paramSkip(blockID string, conn *Connector, vs []*paramViolation) *Skip {
+func paramSkip(blockID string, conn *Connector, vs []*paramViolation) *workflow.Skip {
 	skip := paramProblem(blockID, conn, vs[0])
 	if len(vs) > 1 {
 		for _, v := range vs {
 			p := paramProblem(blockID, conn, v)
-			skip.Problems = append(skip.Problems, Problem{ReasonCode: p.ReasonCode, Reason: p.Reason, Hint: p.Hint})
+			skip.Problems = append(skip.Problems, workflow.Problem{ReasonCode: p.ReasonCode, Reason: p.Reason, Hint: p.Hint})
 		}
 	}
 	return skip
 }
 
-func paramProblem(blockID string, conn *Connector, v *paramViolation) *Skip {
+func paramProblem(blockID string, conn *Connector, v *paramViolation) *workflow.Skip {
 	pointer := "/params" + v.pointer
 	switch v.code {
-	case ReasonHiddenParam:
-		return &Skip{ReasonCode: ReasonHiddenParam,
+	case workflow.ReasonHiddenParam:
+		return &workflow.Skip{ReasonCode: workflow.ReasonHiddenParam,
 			Reason: fmt.Sprintf("Param %q of %s is hidden: only the server's configuration sets it, never a client. Remove it from params. Params you can set: %s.",
 				v.name, conn.Type(), listOf(conn.public, maxListed)),
-			Hint: Hint{Allowed: conn.public, Pointer: pointer}}
-	case ReasonUnknownParam:
+			Hint: workflow.Hint{Allowed: conn.public, Pointer: pointer}}
+	case workflow.ReasonUnknownParam:
 		reason := fmt.Sprintf("%s has no param %q.", conn.Type(), v.name)
 		if v.hint.DidYouMean != "" {
 			reason += fmt.Sprintf(" Did you mean %q?", v.hint.DidYouMean)
@@ -860,7 +837,7 @@ func paramProblem(blockID string, conn *Connector, v *paramViolation) *Skip {
 			reason += fmt.Sprintf(" Its params are: %s.", listOf(conn.public, maxListed))
 		}
 		v.hint.Pointer = pointer
-		return &Skip{ReasonCode: ReasonUnknownParam, Reason: reason, Hint: v.hint}
+		return &workflow.Skip{ReasonCode: workflow.ReasonUnknownParam, Reason: reason, Hint: v.hint}
 	default:
 		reason := fmt.Sprintf("Param %q of block %q (%s) is invalid at %s: %s (rule: %s).", v.name, blockID, conn.Type(), pointer, v.detail, v.rule)
 		if v.name == "" {
@@ -881,13 +858,13 @@ func paramProblem(blockID string, conn *Connector, v *paramViolation) *Skip {
 		}
 		reason += " GET /api/connectors shows the param's schema."
 		v.hint.Pointer = pointer
-		return &Skip{ReasonCode: ReasonInvalidParam, Reason: reason, Hint: v.hint}
+		return &workflow.Skip{ReasonCode: workflow.ReasonInvalidParam, Reason: reason, Hint: v.hint}
 	}
 }
 
-func invalidBlockID(id string) *Skip {
+func invalidBlockID(id string) *workflow.Skip {
 	reason := "add needs a block_id: 1 to 64 letters, digits, \"_\" or \"-\"."
-	hint := Hint{Pointer: "/block_id"}
+	hint := workflow.Hint{Pointer: "/block_id"}
 	if id != "" {
 		reason = fmt.Sprintf("block_id %q is invalid: it must be 1 to 64 letters, digits, \"_\" or \"-\" (^[A-Za-z0-9_-]{1,64}$).", id)
 		if s := sanitizeID(id); s != "" {
@@ -895,7 +872,7 @@ func invalidBlockID(id string) *Skip {
 			reason += fmt.Sprintf(" Did you mean %q?", s)
 		}
 	}
-	return &Skip{ReasonCode: ReasonInvalidBlockID, Reason: reason, Hint: hint}
+	return &workflow.Skip{ReasonCode: workflow.ReasonInvalidBlockID, Reason: reason, Hint: hint}
 }
 
 func validBlockID(id string) bool {

@@ -1,55 +1,19 @@
-package workflow
+package catalog
 
 import (
 	"fmt"
 	"strings"
 	"sync"
 	"unsafe"
+
+	"svc.dev/services/workflow-editor/internal/domain/repair"
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
-
-// ValidationCode names a problem of a workflow's graph (contract §2). A workflow with any can
-// be saved but not run.
-type ValidationCode string
-
-// Every validation code of the contract.
-const (
-	ValidationNoTrigger              ValidationCode = "no_trigger"
-	ValidationMultipleTriggers       ValidationCode = "multiple_triggers"
-	ValidationTriggerHasIncomingEdge ValidationCode = "trigger_has_incoming_edge"
-	ValidationUnreachableBlock       ValidationCode = "unreachable_block"
-	ValidationMissingRequiredParam   ValidationCode = "missing_required_param"
-	ValidationUnknownReference       ValidationCode = "unknown_reference"
-	ValidationInvalidExpression      ValidationCode = "invalid_expression"
-)
-
-// ValidationError is one problem of a definition.
-type ValidationError struct {
-	Code    ValidationCode
-	BlockID string
-	Message string
-	Pointer string // into the block: "/params/url"
-	// DidYouMean is what to set at Pointer: for a param, its whole repaired value (the
-	// expression or the template string with every problem of it fixed); for no_trigger, the
-	// trigger type most likely meant.
-	DidYouMean string
-	// NoIncomingEdge lists, for no_trigger, the blocks no edge leads into.
-	NoIncomingEdge []string
-	// missing lists the blocks the value at Pointer names that do not exist: a repair made
-	// without them is wrong when the batch meant to add them (InLightOf).
-	missing []string
-}
-
-// MaxValidationErrors is the most validation errors a workflow lists. A workflow with errors
-// cannot run, and a client repairs it a few errors at a time, so the first ones (whole-workflow
-// ones first, then block by block) are listed and the last says how many more there are:
-// listing each of thousands, every one with its upstream blocks, would make every read and
-// every patch answer megabytes.
-const MaxValidationErrors = 200
 
 // Validate lists the problems of def: whole-workflow ones first, then block by block in block
 // order, at most MaxValidationErrors of them. It never fails; an empty result means the
 // workflow can run.
-func (c *Catalog) Validate(def Definition) []ValidationError {
+func (c *Catalog) Validate(def workflow.Definition) []workflow.ValidationError {
 	v := newValidator(c, def)
 	v.triggers()
 	for i, blk := range def.Blocks {
@@ -60,14 +24,14 @@ func (c *Catalog) Validate(def Definition) []ValidationError {
 
 type validator struct {
 	cat       *Catalog
-	def       Definition
+	def       workflow.Definition
 	index     map[string]int
 	in        map[string][]string
 	out       map[string][]string
 	preds     [][]int // by block index: the blocks with an edge into it
 	trigs     []string
 	reachable map[string]bool
-	sug       *suggester
+	sug       *repair.Suggester
 	// The ancestors of one block at a time: block i is one when marks[i] == stamp. Memory stays
 	// linear in the graph, whatever its shape; each block that needs its ancestors costs one
 	// walk up the graph.
@@ -75,15 +39,15 @@ type validator struct {
 	stamp     int
 	markedFor int
 	queue     []int
-	errs      []ValidationError
+	errs      []workflow.ValidationError
 	dropped   int
 }
 
-func newValidator(c *Catalog, def Definition) *validator {
+func newValidator(c *Catalog, def workflow.Definition) *validator {
 	n := len(def.Blocks)
 	v := &validator{cat: c, def: def, index: make(map[string]int, n),
 		in: make(map[string][]string, n), out: make(map[string][]string, n), preds: make([][]int, n),
-		sug: newSuggester(), markedFor: -1}
+		sug: repair.NewSuggester(), markedFor: -1}
 	for i, b := range def.Blocks {
 		v.index[b.ID] = i
 	}
@@ -100,9 +64,9 @@ func newValidator(c *Catalog, def Definition) *validator {
 }
 
 // full reports whether the list of errors is complete; what is found after only counts.
-func (v *validator) full() bool { return len(v.errs) >= MaxValidationErrors }
+func (v *validator) full() bool { return len(v.errs) >= workflow.MaxValidationErrors }
 
-func (v *validator) add(e ValidationError) {
+func (v *validator) add(e workflow.ValidationError) {
 	if v.full() {
 		v.dropped++
 		return
@@ -110,7 +74,7 @@ func (v *validator) add(e ValidationError) {
 	v.errs = append(v.errs, e)
 }
 
-func (v *validator) result() []ValidationError {
+func (v *validator) result() []workflow.ValidationError {
 	if v.dropped > 0 {
 		last := &v.errs[len(v.errs)-1]
 		last.Message += fmt.Sprintf(" (%d more validation errors are not listed: fix these, and the next ones are listed.)", v.dropped)
@@ -133,8 +97,8 @@ func (v *validator) triggers() {
 	switch {
 	case len(v.trigs) == 0:
 		// The trigger meant is almost always the manual one: any workflow may also be started
-		// by a schedule or a webhook whatever its trigger (contract §2).
-		e := ValidationError{Code: ValidationNoTrigger, DidYouMean: "trigger.manual",
+		// by a schedule or a webhook whatever its trigger.
+		e := workflow.ValidationError{Code: workflow.ValidationNoTrigger, DidYouMean: "trigger.manual",
 			Message: fmt.Sprintf("The workflow has no trigger block, so nothing starts it. Add one block of type %s (most likely trigger.manual; any workflow can also be started by a schedule or a webhook) and connect it to the first step.",
 				strings.Join(triggerTypes, ", "))}
 		for _, b := range v.def.Blocks {
@@ -151,7 +115,7 @@ func (v *validator) triggers() {
 		v.add(e)
 	case len(v.trigs) > 1:
 		for _, t := range v.trigs[1:] {
-			v.add(ValidationError{Code: ValidationMultipleTriggers, BlockID: t,
+			v.add(workflow.ValidationError{Code: workflow.ValidationMultipleTriggers, BlockID: t,
 				Message: fmt.Sprintf("Block %q is a second trigger; the workflow already starts at %q. A workflow has exactly one trigger (any trigger type can be started manually, by a schedule or by a webhook): remove %q or %q.",
 					t, v.trigs[0], t, v.trigs[0])})
 		}
@@ -169,16 +133,16 @@ func (v *validator) triggers() {
 	}
 }
 
-func (v *validator) block(i int, b Block) {
+func (v *validator) block(i int, b workflow.Block) {
 	conn, known := v.cat.Lookup(b.Type)
 	isTrigger := known && conn.IsTrigger()
 	if isTrigger && len(v.in[b.ID]) > 0 {
-		v.add(ValidationError{Code: ValidationTriggerHasIncomingEdge, BlockID: b.ID,
+		v.add(workflow.ValidationError{Code: workflow.ValidationTriggerHasIncomingEdge, BlockID: b.ID,
 			Message: fmt.Sprintf("Trigger %q has incoming edges from %s; a trigger starts the workflow and nothing may lead into it. Disconnect them.",
 				b.ID, listOf(v.in[b.ID], maxListed))})
 	}
 	if len(v.trigs) > 0 && !isTrigger && !v.reachable[b.ID] {
-		v.add(ValidationError{Code: ValidationUnreachableBlock, BlockID: b.ID,
+		v.add(workflow.ValidationError{Code: workflow.ValidationUnreachableBlock, BlockID: b.ID,
 			Message: fmt.Sprintf("Block %q cannot be reached from the trigger %q: no path of edges leads to it, so it would never run. Connect it from the trigger or a block after it, or remove it.",
 				b.ID, v.trigs[0])})
 	}
@@ -187,12 +151,12 @@ func (v *validator) block(i int, b Block) {
 	}
 	missing, oneOf := conn.missingParams(b.Params)
 	for _, m := range missing {
-		v.add(ValidationError{Code: ValidationMissingRequiredParam, BlockID: b.ID, Pointer: "/params/" + escapePointer(m),
+		v.add(workflow.ValidationError{Code: workflow.ValidationMissingRequiredParam, BlockID: b.ID, Pointer: "/params/" + escapePointer(m),
 			Message: fmt.Sprintf("Block %q (%s) needs param %q. Set it with an update operation: {\"operation_type\":\"update\",\"block_id\":%q,\"params\":{%q: ...}}.",
 				b.ID, b.Type, m, b.ID, m)})
 	}
 	if oneOf != nil {
-		v.add(ValidationError{Code: ValidationMissingRequiredParam, BlockID: b.ID, Pointer: "/params",
+		v.add(workflow.ValidationError{Code: workflow.ValidationMissingRequiredParam, BlockID: b.ID, Pointer: "/params",
 			Message: fmt.Sprintf("Block %q (%s) needs exactly one of the params %s; none is set.", b.ID, b.Type, listOf(oneOf, 10))})
 	}
 	for _, k := range sortedKeys(b.Params) {
@@ -234,7 +198,7 @@ func (v *validator) suggest(mark int, ptr string, fix func() string) {
 			continue
 		}
 		v.errs[j].DidYouMean = fixed
-		v.errs[j].missing = missing
+		v.errs[j].SetMissing(missing)
 		if fixed != "" {
 			v.errs[j].Message += fmt.Sprintf(" Repaired, %s is %q: set it (did_you_mean).", ptr, truncate(fixed, 200))
 		}
@@ -242,7 +206,7 @@ func (v *validator) suggest(mark int, ptr string, fix func() string) {
 }
 
 // valueAtPointer is the string at ptr ("/params/...") in block b.
-func valueAtPointer(b Block, ptr string) string {
+func valueAtPointer(b workflow.Block, ptr string) string {
 	var loc []string
 	for _, tok := range strings.Split(strings.TrimPrefix(ptr, "/params/"), "/") {
 		loc = append(loc, unescapePointer(tok))
@@ -255,10 +219,10 @@ func valueAtPointer(b Block, ptr string) string {
 // missingIn lists the names in the expressions of s that could be block ids but name no block.
 func (v *validator) missingIn(s string) []string {
 	var out []string
-	for _, ch := range chains(s) {
-		id := ch.parts[0]
-		if id == scopeSteps && len(ch.parts) > 1 {
-			id = ch.parts[1]
+	for _, ch := range repair.Chains(s) {
+		id := ch.Parts[0]
+		if id == scopeSteps && len(ch.Parts) > 1 {
+			id = ch.Parts[1]
 		}
 		if _, ok := v.index[id]; !ok && !isRoot(id) {
 			out = append(out, id)
@@ -273,7 +237,7 @@ func (v *validator) missingIn(s string) []string {
 // batch's own trigger was skipped, nor an edge from it into a block that a skipped connect
 // leads into, nor another block for a reference to one whose add was skipped: the repair is
 // that operation's.
-func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []ValidationError {
+func (c *Catalog) InLightOf(errs []workflow.ValidationError, ops []workflow.Op, skipped []workflow.Skip) []workflow.ValidationError {
 	if len(skipped) == 0 || len(errs) == 0 {
 		return errs
 	}
@@ -285,8 +249,8 @@ func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []
 			continue
 		}
 		op := ops[s.OperationIndex]
-		switch OpType(op.Type) {
-		case OpAdd:
+		switch workflow.OpType(op.Type) {
+		case workflow.OpAdd:
 			pendingBlock[op.BlockID] = true
 			if id := sanitizeID(op.BlockID); id != "" {
 				pendingBlock[id] = true
@@ -296,19 +260,19 @@ func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []
 			} else if k, ok := c.Lookup(c.suggestType(op.BlockType)); ok && k.IsTrigger() {
 				trigger = s.OperationIndex
 			}
-		case OpConnect:
+		case workflow.OpConnect:
 			pendingEdgeTo[op.TargetBlockID] = true
 		}
 	}
-	out := make([]ValidationError, len(errs))
+	out := make([]workflow.ValidationError, len(errs))
 	copy(out, errs)
 	for i := range out {
 		e := &out[i]
 		switch {
-		case e.Code == ValidationNoTrigger && trigger >= 0:
+		case e.Code == workflow.ValidationNoTrigger && trigger >= 0:
 			e.DidYouMean, e.NoIncomingEdge = "", nil
 			e.Message += fmt.Sprintf(" Operation %d of this batch, which adds a trigger, was skipped: repair it rather than adding another trigger.", trigger)
-		case e.Code == ValidationNoTrigger:
+		case e.Code == workflow.ValidationNoTrigger:
 			var kept []string
 			for _, id := range e.NoIncomingEdge {
 				if !pendingEdgeTo[id] {
@@ -320,7 +284,7 @@ func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []
 			}
 			e.NoIncomingEdge = kept
 		case e.DidYouMean != "":
-			for _, id := range e.missing {
+			for _, id := range e.Missing() {
 				if pendingBlock[id] {
 					e.DidYouMean = ""
 					if k := strings.Index(e.Message, " Repaired, "); k >= 0 {
@@ -336,8 +300,8 @@ func (c *Catalog) InLightOf(errs []ValidationError, ops []Op, skipped []Skip) []
 }
 
 // wrapped reports an expression param written as a template: it is a bare expression.
-func (v *validator) wrapped(i int, b Block, ptr, name, s string) {
-	e := ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
+func (v *validator) wrapped(i int, b workflow.Block, ptr, name, s string) {
+	e := workflow.ValidationError{Code: workflow.ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
 		Message: fmt.Sprintf("Block %q, %s: %s is a bare expr-lang expression, not a {{ }} template; write it without the braces.", b.ID, ptr, name)}
 	if bare, ok := stripTemplates(s); ok && bare != "" {
 		if v.problemsOf(i, bare) > 0 {
@@ -354,7 +318,7 @@ func (v *validator) wrapped(i int, b Block, ptr, name, s string) {
 }
 
 // templates checks every {{ expr }} in the strings of value.
-func (v *validator) templates(i int, b Block, ptr string, value any) {
+func (v *validator) templates(i int, b workflow.Block, ptr string, value any) {
 	switch x := value.(type) {
 	case string:
 		if !hasTemplate(x) {
@@ -363,7 +327,7 @@ func (v *validator) templates(i int, b Block, ptr string, value any) {
 		mark := len(v.errs)
 		exprs, err := splitTemplates(x)
 		if err != nil {
-			v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
+			v.add(workflow.ValidationError{Code: workflow.ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
 				Message: fmt.Sprintf("Block %q, %s: %s; a template is written {{ expr }}.", b.ID, ptr, err)})
 		}
 		for _, e := range exprs {
@@ -394,27 +358,27 @@ func (v *validator) templates(i int, b Block, ptr string, value any) {
 
 // expression checks one expression: it parses, it calls only functions that exist, and every
 // reference it makes can resolve.
-func (v *validator) expression(i int, b Block, ptr, src, shown string) {
+func (v *validator) expression(i int, b workflow.Block, ptr, src, shown string) {
 	refs, err := v.cat.exprs.references(src)
 	if err != nil {
-		v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
+		v.add(workflow.ValidationError{Code: workflow.ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
 			Message: fmt.Sprintf("Block %q, %s: %s is not a valid expr-lang expression: %s.", b.ID, ptr, truncate(shown, 200), err)})
 		return
 	}
 	if err := v.cat.exprs.limits(src); err != nil {
 		// Stored before the limit, or sent where no patch checks it: the engine would refuse
 		// to compile it.
-		v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
+		v.add(workflow.ValidationError{Code: workflow.ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr,
 			Message: fmt.Sprintf("Block %q, %s: %s is too large to run: %s.", b.ID, ptr, truncate(shown, 200), tooLarge(err))})
 		return
 	}
 	for _, r := range refs {
 		switch {
 		case r.call:
-			v.add(ValidationError{Code: ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr, DidYouMean: r.didYouMean,
+			v.add(workflow.ValidationError{Code: workflow.ValidationInvalidExpression, BlockID: b.ID, Pointer: ptr, DidYouMean: r.didYouMean,
 				Message: fmt.Sprintf("Block %q, %s: %s cannot run: %s", b.ID, ptr, truncate(shown, 200), r.problem)})
 		case r.problem != "":
-			v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: r.didYouMean,
+			v.add(workflow.ValidationError{Code: workflow.ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: r.didYouMean,
 				Message: fmt.Sprintf("Block %q, %s: reference %s cannot resolve: %s", b.ID, ptr, r.text, r.problem)})
 		case r.step != "":
 			v.stepReference(i, b, ptr, r)
@@ -427,23 +391,23 @@ func (v *validator) expression(i int, b Block, ptr, src, shown string) {
 // output's fields are known (a closed output schema, or a transform's literal value):
 // steps.fetch.output.total, where an http.request outputs {status, headers, body, truncated},
 // would fail the run.
-func (v *validator) outputReferences(i int, b Block, ptr, src string) {
-	for _, ch := range chains(src) {
-		if ch.call || len(ch.parts) < 4 || ch.parts[0] != scopeSteps || ch.parts[2] != "output" {
+func (v *validator) outputReferences(i int, b workflow.Block, ptr, src string) {
+	for _, ch := range repair.Chains(src) {
+		if ch.Call || len(ch.Parts) < 4 || ch.Parts[0] != scopeSteps || ch.Parts[2] != "output" {
 			continue
 		}
-		j, ok := v.index[ch.parts[1]]
+		j, ok := v.index[ch.Parts[1]]
 		if !ok || !v.upstream(j, i) {
 			continue
 		}
 		target := v.def.Blocks[j]
 		sh := v.cat.outputShape(target)
-		path := ch.parts[3:]
+		path := ch.Parts[3:]
 		bad := badField(sh, path)
 		if bad < 0 {
 			continue
 		}
-		at := "steps." + strings.Join(ch.parts[1:3+bad], ".")
+		at := "steps." + strings.Join(ch.Parts[1:3+bad], ".")
 		var fields string
 		if node := shapeAt(sh, path[:bad]); node != nil && !node.leaf && node.mapOf == nil {
 			fields = fmt.Sprintf(" it has %s", listOf(sortedKeys(node.fields), 20))
@@ -451,11 +415,11 @@ func (v *validator) outputReferences(i int, b Block, ptr, src string) {
 			fields = " it is not an object"
 		}
 		msg := fmt.Sprintf("Block %q, %s: reference %s cannot resolve: %s (%s) has no field %q there;%s.",
-			b.ID, ptr, strings.Join(ch.parts, "."), at, target.Type, path[bad], fields)
+			b.ID, ptr, strings.Join(ch.Parts, "."), at, target.Type, path[bad], fields)
 		if fixed, ok := fixPath(sh, path); ok {
 			msg += fmt.Sprintf(" Did you mean steps.%s.output.%s?", target.ID, strings.Join(fixed, "."))
 		}
-		v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, Message: msg})
+		v.add(workflow.ValidationError{Code: workflow.ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, Message: msg})
 	}
 }
 
@@ -474,7 +438,7 @@ func shapeAt(sh *shape, path []string) *shape {
 	return sh
 }
 
-func (v *validator) stepReference(i int, b Block, ptr string, r reference) {
+func (v *validator) stepReference(i int, b workflow.Block, ptr string, r reference) {
 	target, exists := v.index[r.step]
 	if exists && v.upstream(target, i) {
 		return
@@ -499,7 +463,7 @@ func (v *validator) stepReference(i int, b Block, ptr string, r reference) {
 	} else {
 		msg += fmt.Sprintf(" Upstream of %q: %s.", b.ID, listOf(upstream, maxListed))
 	}
-	v.add(ValidationError{Code: ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: v.sug.closest(r.step, upstream), Message: msg})
+	v.add(workflow.ValidationError{Code: workflow.ValidationUnknownReference, BlockID: b.ID, Pointer: ptr, DidYouMean: v.sug.Closest(r.step, upstream), Message: msg})
 }
 
 // upstream reports whether block a leads to block b: at once for an edge a -> b, the usual
@@ -559,22 +523,16 @@ func truncate(s string, n int) string {
 	return string(r[:n]) + "…"
 }
 
-// Checked is a workflow together with the problems of its definition, as readers see it.
-type Checked struct {
-	*Workflow
-	ValidationErrors []ValidationError
-}
-
 // Check validates w's definition against the catalog; see ValidateVersion.
-func (c *Catalog) Check(w *Workflow) Checked {
-	return Checked{Workflow: w, ValidationErrors: c.ValidateVersion(w.ID(), w.Version(), w.Definition())}
+func (c *Catalog) Check(w *workflow.Workflow) workflow.Checked {
+	return workflow.Checked{Workflow: w, ValidationErrors: c.ValidateVersion(w.ID(), w.Version(), w.Definition())}
 }
 
 // ValidateVersion is Validate for version version of workflow id, whose definition is def.
 // A version's definition never changes (every change makes a new version, and only a
 // committed one is read), so the result is remembered: reads of a workflow that did not change
 // cost no validation. Callers share the slice returned and must not change it.
-func (c *Catalog) ValidateVersion(id string, version int64, def Definition) []ValidationError {
+func (c *Catalog) ValidateVersion(id string, version int64, def workflow.Definition) []workflow.ValidationError {
 	key := checkKey{id: id, version: version}
 	if errs, ok := c.checks.get(key); ok {
 		return errs
@@ -595,14 +553,14 @@ const (
 // append grew it), every string and the lists' entries. Counting only the strings' lengths
 // and a fixed 64 bytes an error (as this cache once did) put a soak's cache at about 2.3
 // times its budget.
-func checkBytes(errs []ValidationError) int {
-	n := 64 + cap(errs)*int(unsafe.Sizeof(ValidationError{}))
+func checkBytes(errs []workflow.ValidationError) int {
+	n := 64 + cap(errs)*int(unsafe.Sizeof(workflow.ValidationError{}))
 	for _, e := range errs {
 		n += len(e.Code) + len(e.BlockID) + len(e.Message) + len(e.Pointer) + len(e.DidYouMean)
 		for _, s := range e.NoIncomingEdge {
 			n += int(unsafe.Sizeof(s)) + len(s)
 		}
-		for _, s := range e.missing {
+		for _, s := range e.Missing() {
 			n += int(unsafe.Sizeof(s)) + len(s)
 		}
 	}
@@ -622,20 +580,20 @@ type checkCache struct {
 }
 
 type checkEntry struct {
-	errs  []ValidationError
+	errs  []workflow.ValidationError
 	bytes int
 }
 
 func newCheckCache() *checkCache { return &checkCache{entries: map[checkKey]checkEntry{}} }
 
-func (c *checkCache) get(k checkKey) ([]ValidationError, bool) {
+func (c *checkCache) get(k checkKey) ([]workflow.ValidationError, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e, ok := c.entries[k]
 	return e.errs, ok
 }
 
-func (c *checkCache) put(k checkKey, errs []ValidationError) {
+func (c *checkCache) put(k checkKey, errs []workflow.ValidationError) {
 	n := checkBytes(errs)
 	if n > maxCachedCheckBytes/8 {
 		return // one huge result would push out many small ones

@@ -1,4 +1,4 @@
-package workflow
+package catalog
 
 import (
 	"fmt"
@@ -8,6 +8,8 @@ import (
 
 	"github.com/expr-lang/expr/ast"
 	"github.com/expr-lang/expr/builtin"
+
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
 // Templates evaluated before any step ran. A param (at any depth) marked
@@ -70,10 +72,10 @@ func (c *Catalog) checkTemplateScopes(k *Connector, params map[string]any, touch
 			for _, tok := range sp.loc {
 				ptr += "/" + escapePointer(tok)
 			}
-			viol := &paramViolation{code: ReasonInvalidParam, name: sp.loc[0], pointer: ptr, rule: "x-template-scope",
+			viol := &paramViolation{code: workflow.ReasonInvalidParam, name: sp.loc[0], pointer: ptr, rule: "x-template-scope",
 				detail: fmt.Sprintf("{{ %s }} uses %s, but this value is evaluated when the run starts, before any step ran, over %s only (like {{ %s.customer }})",
 					truncate(e, 80), bad, strings.Join(sp.roots, ", "), sp.roots[0]),
-				hint: Hint{Allowed: sp.roots}}
+				hint: workflow.Hint{Allowed: sp.roots}}
 			if fixed := stepOutputRef.ReplaceAllString(s, sp.roots[0]+"."); fixed != s && slices.Contains(sp.roots, "input") && c.inScope(fixed, sp.roots) {
 				viol.hint.DidYouMean = fixed
 			}

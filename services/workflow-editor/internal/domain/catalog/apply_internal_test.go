@@ -1,4 +1,4 @@
-package workflow
+package catalog
 
 import (
 	"bytes"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
 // The sizes the applier keeps under MaxDefinitionBytes are exactly what Definition.MarshalJSON
@@ -50,13 +52,13 @@ func TestSizesAreExact(t *testing.T) {
 		}
 	}
 	for range 2000 {
-		def := Definition{}
+		def := workflow.Definition{}
 		for range rnd.IntN(4) {
 			params, _ := value(0).(map[string]any)
-			def.Blocks = append(def.Blocks, Block{ID: str(), Type: str(), Params: params})
+			def.Blocks = append(def.Blocks, workflow.Block{ID: str(), Type: str(), Params: params})
 		}
 		for range rnd.IntN(3) {
-			def.Edges = append(def.Edges, Edge{From: str(), To: str(), Branch: []string{"", "true", str()}[rnd.IntN(3)]})
+			def.Edges = append(def.Edges, workflow.Edge{From: str(), To: str(), Branch: []string{"", "true", str()}[rnd.IntN(3)]})
 		}
 		raw, err := def.MarshalJSON()
 		require.NoError(t, err)
