@@ -27,7 +27,7 @@ import (
 )
 
 // These tests drive the real composition (Postgres included) over HTTP, signing each request
-// with the identity the gateway would send, so they hold the service to contract §2 without
+// with the identity the gateway would send, so they hold the service to its public API (docs/API.md) without
 // the identity service.
 
 type system struct {

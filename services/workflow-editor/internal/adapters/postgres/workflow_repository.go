@@ -2,9 +2,8 @@
 // per workflow; If-Match and apply are made atomic by a row lock (SELECT ... FOR UPDATE) held
 // for the whole of an Update.
 //
-// The SQL is written here rather than generated with sqlc (STYLE §15): the adapter has six
-// statements, and sqlc would add a cgo-built generator to a build that runs on two shared
-// cores. The adapter tests run every statement against real Postgres.
+// The SQL is written by hand (docs/adr/0011-sql-written-in-the-adapters.md); the adapter tests
+// run every statement against real Postgres.
 package postgres
 
 import (

@@ -28,7 +28,7 @@ type Definition struct {
 	Edges  []Edge
 }
 
-// The definition's JSON form (contract §2), which is also how it is stored.
+// The definition's JSON form (docs/API.md), which is also how it is stored.
 type definitionJSON struct {
 	Blocks []blockJSON `json:"blocks"`
 	Edges  []edgeJSON  `json:"edges"`

@@ -3,7 +3,7 @@ package workflow
 // OpType is an operation_type of the patch endpoint.
 type OpType string
 
-// The operations of contract §2.
+// The operations of a batch (docs/API.md, "Workflows and the operations batch").
 const (
 	OpAdd        OpType = "add"
 	OpUpdate     OpType = "update"

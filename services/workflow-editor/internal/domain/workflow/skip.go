@@ -1,6 +1,7 @@
 package workflow
 
-// ReasonCode says why an operation was skipped (contract §2).
+// ReasonCode says why an operation was skipped (docs/API.md, "Workflows and the operations
+// batch").
 type ReasonCode string
 
 // Every skip reason of the contract, and workflow_too_large, which this service adds to the

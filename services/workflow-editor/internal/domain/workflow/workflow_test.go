@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// STYLE §5: UnmarshalFromDatabase rebuilds a stored workflow and checks nothing, so only
+// UnmarshalFromDatabase rebuilds a stored workflow and checks nothing, so only
 // adapters call it (and the repository contract, which plays a stored row); a use case makes
 // workflows with the constructors.
 func TestOnlyAdaptersRebuildFromTheDatabase(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
-// workflowResponse is a workflow as GET /api/workflows/:id shows it (contract §2).
+// workflowResponse is a workflow as GET /api/workflows/:id shows it (docs/API.md).
 type workflowResponse struct {
 	ID               string                `json:"id"`
 	Name             string                `json:"name"`

@@ -10,7 +10,7 @@ import (
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
-// toAppError is workflow-editor's one table from domain errors to public ones (STYLE §7).
+// toAppError is workflow-editor's one table from domain errors to public ones.
 func toAppError(err error) *errs.Error {
 	var (
 		public   *errs.Error

@@ -13,7 +13,7 @@ import (
 	"svc.dev/services/workflow-editor/internal/domain/workflow"
 )
 
-// MaxOps is the most operations one patch may carry (contract §2).
+// MaxOps is the most operations one patch may carry (docs/API.md, "Limits").
 const MaxOps = 500
 
 // maxIssues bounds the issues of one invalid_body answer.

@@ -1,4 +1,4 @@
-// Package workflowtest is the contract every workflow.Repository keeps (STYLE §13): the
+// Package workflowtest is the contract every workflow.Repository keeps: the
 // Postgres adapter and the in-memory fake of the app tests run the same suite.
 package workflowtest
 
