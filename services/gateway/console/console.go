@@ -1,4 +1,4 @@
-// Package console serves the web console (ARCHITECTURE §9): the static build of the front-end
+// Package console serves the web console (docs/CONSOLE.md): the static build of the front-end
 // project beside this file (Vite + TypeScript + Preact), committed in dist/ and embedded here,
 // so the gateway binary serves it with no node at run time. `make console` rebuilds dist/;
 // TestDistIsFresh fails when dist/ was not rebuilt after a source change.
@@ -23,8 +23,8 @@ var dist embed.FS
 
 // clientRoute reports whether first is the first segment of one of the console's own pages;
 // with "/" they are the paths answered with index.html (the app routes them in the browser).
-// Every other path is not the console's and stays the gateway's (guarded, 401/404 as the
-// contract says), except for a browser's navigation to it (Navigation). docs is the API
+// Every other path is not the console's and stays the gateway's (guarded, 401/404 as
+// docs/API.md says), except for a browser's navigation to it (Navigation). docs is the API
 // reference, rendered in the browser from /api/openapi.json.
 func clientRoute(first string) bool {
 	switch first {
@@ -38,7 +38,7 @@ func clientRoute(first string) bool {
 // name (Vite copies public/ there): not content-hashed, so cached for a day only.
 func rootFile(name string) bool { return name == "favicon.svg" }
 
-// legacyPrefix is the first segment of a path people try for a web UI (issue 15): the console
+// legacyPrefix is the first segment of a path people try for a web UI: the console
 // owns it and sends it to "/" for good, where it would otherwise get the 401 (or, with
 // credentials, the 404) of a guarded unknown path.
 const legacyPrefix = "ui"

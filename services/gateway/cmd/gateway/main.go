@@ -1,4 +1,5 @@
-// Command gateway is the public entry point: it authenticates every guarded request through identity and forwards it, signed, to the service that owns the route.
+// Command gateway is the public entry point: it authenticates every guarded request through
+// identity and forwards it, signed, to the service that owns the route.
 package main
 
 import (

@@ -31,7 +31,8 @@ const DefaultGuardCacheEntries = 100_000
 // CachingResolver keeps the identities next resolved (never its rejections) for at most ttl,
 // and never past the session's or key's expiry. An entry is used only while identity's
 // revocation epoch still equals the one read before the Resolve call that produced it, so a
-// revocation committed before that epoch moved is seen by the very next request (contract §1).
+// revocation committed before that epoch moved is seen by the very next request (docs/API.md,
+// "Authentication and organizations").
 // The epoch is read on every hit, at the same time as the rate-limit token is taken. When the
 // epoch cannot be read, the cache is not used: every request is resolved by next.
 type CachingResolver struct {

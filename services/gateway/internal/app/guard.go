@@ -1,5 +1,8 @@
-// Package app holds the gateway's use of its peers: the port through which the guard turns
-// client credentials into an identity, and the rate limiter it then takes a token from.
+// Package app holds what the gateway's HTTP port uses of its peers: the ports through which
+// the guard turns credentials into an identity (Resolver, EpochReader), takes a rate-limit
+// token (RateLimiter) and counts open event streams (StreamSlots), and the decorators over
+// them (the guard cache, the refusal counter). The gateway guards and proxies; it has no use
+// cases, so no Application.
 package app
 
 import (

@@ -20,8 +20,8 @@ type RateLimiter interface {
 
 // BucketKey names the bucket of an identity: one per (organization, principal), so that one
 // organization cannot starve another and a user's session cannot starve the organization's
-// API keys (seed, Limits). Principals are prefixed ids (usr_, key_), so a user and a key
-// never share a bucket.
+// API keys (docs/API.md, "Rate limits"). Principals are prefixed ids (usr_, key_), so a user
+// and a key never share a bucket.
 func BucketKey(id internalauth.Identity) string {
 	return "gw:" + id.OrganizationID + ":" + id.Principal()
 }

@@ -34,7 +34,7 @@ func needs() boot.Needs { return boot.Needs{Redis: true} }
 type Config struct {
 	PublicAddr string
 	// AdminAddr serves /health and /ready for probes, apart from the public surface, where
-	// every path but the seed's open ones needs credentials.
+	// every path but the open ones (httpapi's routing table) needs credentials.
 	AdminAddr string
 	// Peers maps each service to its base URL.
 	Peers map[httpapi.Peer]string

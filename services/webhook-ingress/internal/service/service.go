@@ -1,6 +1,6 @@
 // Package service is the composition root of webhook-ingress: it reads the settings, builds the
-// shared infrastructure, registers the shipped webhook routes whose secrets are configured, and
-// serves them.
+// shared infrastructure, the adapters and the application over them, registers the shipped
+// webhook routes whose secrets are configured, and serves them.
 package service
 
 import (
@@ -115,8 +115,8 @@ type Application struct {
 	handler http.Handler
 }
 
-// NewApplication connects Redis, registers the configured routes and assembles the HTTP
-// surface.
+// NewApplication connects Redis, registers the configured routes, builds the application over
+// its adapters and assembles the HTTP surface.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
 	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Needs: needs()}, log)
 	if err != nil {
@@ -135,14 +135,14 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	identityHTTP := httpclient.New(httpclient.Config{Peer: "identity", BaseURL: cfg.IdentityURL, Timeout: 5 * time.Second,
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
-	deliver := app.NewDeliverWebhookHandler(
+	application := app.New(
 		orchestratorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...)),
 		redisadapter.NewIdempotencyStore(base.Redis, base.Keys),
 		identityclient.New(identityHTTP.HTTP(), identityHTTP.BaseURL(), identityclient.Config{},
 			connect.WithInterceptors(base.RPCInterceptors()...)),
 		log)
 	handler := base.Handler(boot.Routes{
-		API:          httpapi.NewRouter(registry, deliver, log),
+		API:          httpapi.NewRouter(registry, application, log),
 		OpenPrefixes: []string{httpapi.Prefix + "/"},
 	})
 	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil

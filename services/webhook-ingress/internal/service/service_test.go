@@ -54,8 +54,8 @@ func TestLoadConfig(t *testing.T) {
 		require.Contains(t, logs.String(), `"setting":"SVC_WEBHOOK_GITHUB_SECRET"`)
 	})
 
-	// The contract names a route's organization by slug; an id is taken too. Neither is checked
-	// at start-up: the organization may not exist yet.
+	// A route names its organization by slug (docs/API.md, "Webhooks"); an id is taken too.
+	// Neither is checked at start-up: the organization may not exist yet.
 	t.Run("OrganizationBySlugOrID", func(t *testing.T) {
 		t.Parallel()
 		for _, ref := range []string{"acme", "not-created-yet", org} {

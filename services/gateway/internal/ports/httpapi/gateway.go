@@ -62,7 +62,7 @@ func NewGateway(log *slog.Logger, resolver app.Resolver, limiter app.RateLimiter
 		panic("nil rate limiter")
 	}
 	g := &Gateway{log: log, resolver: resolver, limiter: limiter, routes: table(), proxies: map[Peer]*httputil.ReverseProxy{},
-		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler(),
+		health: web.Health(buildinfo.Version()), openAPI: newOpenAPIHandler(log),
 		streams: streams{limits: StreamLimitsFor(DefaultMaxStreams), open: map[string]int{}}, console: console.New(), origins: web.Origins{}}
 	g.mcp = newMCPHandler(log, g)
 	for _, r := range g.routes {
@@ -108,14 +108,14 @@ func (g *Gateway) newProxy(peer Peer, up Upstream) *httputil.ReverseProxy {
 				return // the client went away
 			}
 			g.log.WarnContext(r.Context(), "upstream failed", "peer", string(peer), "err", err)
-			web.WriteJSON(w, http.StatusServiceUnavailable, errs.Newf(errs.Unavailable, "%s is unavailable; retry shortly", peer).Body())
+			writeError(w, r, g.log, &upstreamError{peer: peer, err: err})
 		},
 	}
 }
 
-// ServeHTTP runs the guard and the rate limit, then routes. Order matters (contract §0):
-// without valid credentials a guarded path is 401 whether or not any route has it, and a
-// request to an unknown route still spends a token.
+// ServeHTTP runs the guard and the rate limit, then routes. Order matters (docs/API.md,
+// "Conventions"): without valid credentials a guarded path is 401 whether or not any route has
+// it, and a request to an unknown route still spends a token.
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := cleanPath(r.URL.Path)
 	if p != r.URL.Path {
@@ -123,7 +123,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if p == "/health" {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
-			web.WriteJSON(w, http.StatusMethodNotAllowed, errs.New(errs.MethodNotAllowed, nil).Body())
+			writeError(w, r, g.log, errMethodNotAllowed)
 			return
 		}
 		g.health.ServeHTTP(w, r)
@@ -171,7 +171,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	rt, ok := match(g.routes, p)
 	if !ok {
-		web.NotFound(w, r)
+		writeError(w, r, g.log, errNoRoute)
 		return
 	}
 	r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, rt.name()))
@@ -179,7 +179,7 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r = r.WithContext(internalauth.WithIdentity(r.Context(), vouchFor(r)))
 	}
 	if err := bufferBody(r, web.MaxBodyBytes); err != nil {
-		web.WriteError(w, r, g.log, err)
+		writeError(w, r, g.log, err)
 		return
 	}
 	if stream != nil {
@@ -207,11 +207,11 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 		r.Header.Del("Cookie")
 	}
 	if crossSite && !cr.Present() {
-		web.WriteJSON(w, http.StatusForbidden, invalidOrigin().Body())
+		writeError(w, r, g.log, errUntrustedPage)
 		return internalauth.Identity{}, nil, false
 	}
 	if !cr.Present() {
-		web.WriteJSON(w, http.StatusUnauthorized, errs.Newf(errs.Unauthorized, "send a session cookie, Authorization: Bearer <token>, or x-api-key").Body())
+		writeError(w, r, g.log, errNoCredentials)
 		return internalauth.Identity{}, nil, false
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), resolveTimeout)
@@ -228,7 +228,7 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 	}
 	if err != nil {
 		// Fail closed: no identity service, no access.
-		web.WriteError(w, r, g.log, errs.New(errs.Unavailable, err).WithMessage("authentication is unavailable; retry shortly"))
+		writeError(w, r, g.log, &identityUnavailableError{err: err})
 		return internalauth.Identity{}, nil, false
 	}
 	if res.Rejection == "" && res.Identity.OrganizationID == "" {
@@ -236,17 +236,17 @@ func (g *Gateway) guard(w http.ResponseWriter, r *http.Request) (internalauth.Id
 		res.Rejection = errs.Unauthorized
 	}
 	if res.Rejection != "" && crossSite {
-		web.WriteJSON(w, http.StatusForbidden, invalidOrigin().Body())
+		writeError(w, r, g.log, errUntrustedPage)
 		return internalauth.Identity{}, nil, false
 	}
 	if res.Rejection != "" {
-		web.WriteJSON(w, res.Rejection.Status(), errs.Newf(res.Rejection, "%s", res.Message).Body())
+		writeError(w, r, g.log, &rejectedError{code: res.Rejection, message: res.Message})
 		return internalauth.Identity{}, nil, false
 	}
 	return res.Identity, taken, true
 }
 
-// The headers of contract §0 on every guarded response.
+// The rate-limit headers on every guarded response (docs/API.md, "Rate limits").
 const (
 	headerLimit     = "RateLimit-Limit"
 	headerRemaining = "RateLimit-Remaining"
@@ -272,9 +272,7 @@ func (g *Gateway) limit(w http.ResponseWriter, r *http.Request, id internalauth.
 	}
 	retryMs := max(ceilDiv(res.RetryAfter, time.Millisecond), 1)
 	h.Set("Retry-After", strconv.FormatInt(max(ceilDiv(res.RetryAfter, time.Second), 1), 10))
-	web.WriteJSON(w, http.StatusTooManyRequests,
-		errs.Newf(errs.RateLimited, "rate limit reached for this principal; retry in %d ms", retryMs).
-			With("retryAfterMs", retryMs).Body())
+	writeError(w, r, g.log, &rateLimitedError{retryAfterMs: retryMs})
 	return false
 }
 
@@ -297,12 +295,12 @@ func bufferBody(r *http.Request, limit int64) error {
 	if err != nil {
 		var maxErr *http.MaxBytesError
 		if errors.As(err, &maxErr) {
-			return errs.Newf(errs.PayloadTooLarge, "request body is larger than %d bytes", limit)
+			return &bodyTooLargeError{limit: limit}
 		}
-		return errs.New(errs.InvalidBody, err).WithMessage("request body could not be read")
+		return &bodyUnreadableError{err: err}
 	}
 	if int64(len(b)) > limit {
-		return errs.Newf(errs.PayloadTooLarge, "request body is larger than %d bytes", limit)
+		return &bodyTooLargeError{limit: limit}
 	}
 	r.Body = io.NopCloser(bytes.NewReader(b))
 	r.ContentLength = int64(len(b))
@@ -313,13 +311,13 @@ func bufferBody(r *http.Request, limit int64) error {
 func (g *Gateway) serveMCP(w http.ResponseWriter, r *http.Request) {
 	r = r.WithContext(telemetry.WithRoute(r.Context(), r.Method, mcpPath))
 	if err := bufferBody(r, web.MaxBodyBytes); err != nil {
-		web.WriteError(w, r, g.log, err)
+		writeError(w, r, g.log, err)
 		return
 	}
 	// The JSON boundary holds here as for every body a client sends (libs/wire CheckJSON).
 	body, _ := io.ReadAll(r.Body) // a bytes reader: cannot fail
 	if err := web.CheckJSON(body); err != nil && r.Method == http.MethodPost {
-		web.WriteError(w, r, g.log, err)
+		writeError(w, r, g.log, err)
 		return
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))

@@ -18,12 +18,9 @@ import (
 	api "svc.dev/clients/apiclient"
 	"svc.dev/clients/mcptools"
 	"svc.dev/libs/buildinfo"
-	"svc.dev/libs/web"
-	"svc.dev/libs/wire"
-	"svc.dev/proto/errs"
 )
 
-// mcpPath is where the gateway serves the MCP tools over streamable HTTP (ARCHITECTURE §9).
+// mcpPath is where the gateway serves the MCP tools over streamable HTTP (docs/MCP.md).
 const mcpPath = "/api/mcp"
 
 // selfBaseURL is the address the MCP tools' API client is given. Its requests never leave
@@ -55,7 +52,7 @@ func newMCPHandler(log *slog.Logger, self http.Handler) http.Handler {
 		// every request needs credentials, which a rebinding page does not have; and a reverse
 		// proxy on the same host (a public Host arriving on loopback) must keep working.
 		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        1 << 20, // contract §0
+		MaxRequestBodyBytes:        1 << 20, // the API's body limit (docs/API.md, "Limits")
 	})
 }
 
@@ -113,7 +110,7 @@ func (t selfTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 					_ = out.CloseWithError(fmt.Errorf("the API handler panicked: %v", v)) // the answer is cut
 					return
 				}
-				web.WriteJSON(w, http.StatusInternalServerError, errs.New(errs.InternalOnlyLog, nil).Body())
+				writeError(w, in, t.log, errHandlerPanicked)
 				_ = out.Close()
 				return
 			}
@@ -176,21 +173,21 @@ func (w *pipeWriter) Write(b []byte) (int, error) {
 // reaches the client as it is made.
 func (w *pipeWriter) Flush() { w.WriteHeader(http.StatusOK) }
 
-// serveMCPWithJSONErrors serves r with the MCP handler, keeping the contract's error shape
-// (§0: every error is JSON {error, message}). The SDK answers transport-level refusals (a
-// method, Accept or Content-Type it does not take, a body that is not JSON-RPC) in plain text;
-// those become invalid_body, method_not_allowed or payload_too_large JSON errors with the
-// SDK's words as the message. A caller that accepts JSON but did not list text/event-stream
-// is served anyway: this endpoint answers with JSON only.
+// serveMCPWithJSONErrors serves r with the MCP handler, keeping the API's error shape (every
+// error is JSON {error, message}: docs/API.md, "Conventions"). The SDK answers transport-level
+// refusals (a method, Accept or Content-Type it does not take, a body that is not JSON-RPC) in
+// plain text; those become invalid_body, method_not_allowed or payload_too_large JSON errors
+// with the SDK's words as the message (errors.go). A caller that accepts JSON but did not list
+// text/event-stream is served anyway: this endpoint answers with JSON only.
 func serveMCPWithJSONErrors(w http.ResponseWriter, r *http.Request, log *slog.Logger, h http.Handler) {
 	if r.Method != http.MethodPost {
 		w.Header().Set("Allow", http.MethodPost)
-		web.WriteError(w, r, log, errs.Newf(errs.MethodNotAllowed, "%s takes POST (MCP over streamable HTTP, JSON answers), not %s", mcpPath, r.Method))
+		writeError(w, r, log, &mcpMethodError{method: r.Method})
 		return
 	}
 	if accept := r.Header.Get("Accept"); !strings.Contains(accept, "text/event-stream") || !strings.Contains(accept, "application/json") {
 		if accept != "" && !strings.Contains(accept, "application/json") && !strings.Contains(accept, "*/*") {
-			web.WriteError(w, r, log, web.InvalidBody(wire.Issue{Path: "", Message: fmt.Sprintf("%s answers application/json; the request's Accept (%q) does not take it", mcpPath, accept)}))
+			writeError(w, r, log, &mcpAcceptError{accept: accept})
 			return
 		}
 		r.Header.Set("Accept", "application/json, text/event-stream")
@@ -201,7 +198,7 @@ func serveMCPWithJSONErrors(w http.ResponseWriter, r *http.Request, log *slog.Lo
 }
 
 // jsonErrorWriter passes a success through and holds back an error answer, which finish
-// rewrites as the contract's JSON error (unless it is one already).
+// rewrites as the API's JSON error (unless it is one already).
 type jsonErrorWriter struct {
 	w       http.ResponseWriter
 	status  int
@@ -251,7 +248,7 @@ func (j *jsonErrorWriter) finish(r *http.Request, log *slog.Logger) {
 	}
 	if json.Unmarshal(j.text.Bytes(), &body) == nil && len(body.Error) > 0 {
 		var code string
-		if json.Unmarshal(body.Error, &code) == nil { // the contract's shape already
+		if json.Unmarshal(body.Error, &code) == nil { // the API's shape already
 			j.w.WriteHeader(j.status)
 			_, _ = j.w.Write(j.text.Bytes())
 			return
@@ -266,26 +263,6 @@ func (j *jsonErrorWriter) finish(r *http.Request, log *slog.Logger) {
 	if msg == "" {
 		msg = http.StatusText(j.status)
 	}
-	code := errs.InvalidBody
-	switch j.status {
-	case http.StatusMethodNotAllowed:
-		code = errs.MethodNotAllowed
-	case http.StatusRequestEntityTooLarge:
-		code = errs.PayloadTooLarge
-	case http.StatusNotFound:
-		code = errs.NotFound
-	case http.StatusUnauthorized, http.StatusForbidden:
-		code = errs.Unauthorized
-	default:
-		if j.status >= 500 {
-			web.WriteError(j.w, r, log, fmt.Errorf("mcp handler answered %d: %s", j.status, msg))
-			return
-		}
-	}
-	j.w.Header().Del("Content-Length")
-	if code == errs.InvalidBody {
-		web.WriteError(j.w, r, log, web.InvalidBody(wire.Issue{Path: "", Message: msg}))
-		return
-	}
-	web.WriteError(j.w, r, log, errs.Newf(code, "%s", msg))
+	j.w.Header().Del("Content-Length") // the SDK's length, if any, was of its own text
+	writeError(j.w, r, log, &mcpRefusedError{status: j.status, message: msg})
 }

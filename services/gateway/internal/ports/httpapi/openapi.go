@@ -3,12 +3,11 @@ package httpapi
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
 
-	"svc.dev/libs/web"
-	"svc.dev/proto/errs"
 	"svc.dev/proto/openapi"
 )
 
@@ -21,22 +20,23 @@ const openAPIPath = "/api/openapi.json"
 type openAPIHandler struct {
 	body []byte
 	etag string
+	log  *slog.Logger
 }
 
-func newOpenAPIHandler() *openAPIHandler {
+func newOpenAPIHandler(log *slog.Logger) *openAPIHandler {
 	body, err := openapi.JSON()
 	if err != nil {
 		// The document is embedded at build time and tested; a failure is a programmer error.
 		panic(err)
 	}
 	sum := sha256.Sum256(body)
-	return &openAPIHandler{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`}
+	return &openAPIHandler{body: body, etag: `"` + hex.EncodeToString(sum[:16]) + `"`, log: log}
 }
 
 func (h *openAPIHandler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
 		w.Header().Set("Allow", "GET, HEAD")
-		web.WriteJSON(w, http.StatusMethodNotAllowed, errs.New(errs.MethodNotAllowed, nil).Body())
+		writeError(w, r, h.log, errMethodNotAllowed)
 		return
 	}
 	hd := w.Header()

@@ -5,7 +5,6 @@ import (
 	"net/http"
 
 	"svc.dev/libs/web"
-	"svc.dev/proto/errs"
 )
 
 // WithTrustedOrigins sets the origins whose pages may send state-changing requests that the
@@ -30,11 +29,6 @@ func (g *Gateway) WithTrustedOrigins(o web.Origins) *Gateway {
 func (g *Gateway) cookieFromUntrustedPage(r *http.Request) bool {
 	return r.Header.Get("Cookie") != "" && !web.SafeMethod(r.Method) && !originVouched(r.Context()) &&
 		!g.origins.SentByTrustedPage(r)
-}
-
-func invalidOrigin() *errs.Error {
-	return errs.Newf(errs.InvalidOrigin, "a request that changes state and is authenticated by the session cookie must come from a trusted origin "+
-		"(Origin, or Sec-Fetch-Site: same-origin); other clients send Authorization: Bearer or x-api-key")
 }
 
 type originVouchedKey struct{}

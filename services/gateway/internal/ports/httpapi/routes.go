@@ -1,6 +1,8 @@
 // Package httpapi is the gateway's public surface: the auth guard that runs before routing, the
-// routing table of ARCHITECTURE §1, and the reverse proxy that forwards each request with
-// the resolved identity signed into its headers.
+// routing table (the services and their routes: docs/ARCHITECTURE.md, "Services"), the rate
+// limit, the reverse proxy that forwards each request with the resolved identity signed into
+// its headers, the routes the gateway answers itself (/health, the OpenAPI document, the
+// console, /api/mcp), and the one error table in errors.go.
 package httpapi
 
 import (
@@ -27,7 +29,8 @@ type route struct {
 	Pattern []string
 	Prefix  string
 	Peer    Peer
-	// Open routes skip the guard: the seed's open paths and the auth layer's own routes.
+	// Open routes skip the guard: the auth layer's own routes and the bootstrap, which identity
+	// checks itself, and the webhooks, which carry their own signatures.
 	Open bool
 }
 

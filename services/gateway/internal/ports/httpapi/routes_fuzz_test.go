@@ -6,7 +6,7 @@ import (
 )
 
 // FuzzRouting feeds arbitrary paths to the guard's path handling: cleanPath must yield a
-// canonical absolute path, and only the seed's open paths may skip the guard.
+// canonical absolute path, and only the open paths may skip the guard.
 func FuzzRouting(f *testing.F) {
 	for _, p := range []string{
 		"", "/", "//", "/health", "/health/", "/healthz", "/api/bootstrap", "/api/bootstrap/",

@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"svc.dev/libs/internalauth"
-	"svc.dev/libs/web"
-	"svc.dev/proto/errs"
 	"svc.dev/services/gateway/internal/app"
 )
 
@@ -140,16 +138,9 @@ func (g *Gateway) serveStream(w http.ResponseWriter, r *http.Request, id interna
 	ctx, done := context.WithCancel(r.Context())
 	defer done() // the slots are given back
 	if full := g.streams.take(ctx, g.log, id); full != nil {
-		web.WriteJSON(w, http.StatusTooManyRequests, streamsRefused(*full).Body())
+		writeError(w, r, g.log, &streamsFullError{ceiling: *full})
 		return
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	proxy.ServeHTTP(w, r.WithContext(ctx))
-}
-
-// streamsRefused is the refusal of a stream past the ceiling full: the same body whichever
-// ceiling it is, its message naming which.
-func streamsRefused(full app.StreamCeiling) *errs.Error {
-	return errs.Newf(errs.RateLimited, "at most %d event streams may be open at once for this %s; close one", full.Max, full.Scope).
-		With("maxStreams", full.Max)
 }

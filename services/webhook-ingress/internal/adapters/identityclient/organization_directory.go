@@ -3,10 +3,10 @@
 // libs/httpclient: calls are signed as this service, traced, and a dead identity costs a fast
 // failure through the breaker.
 //
-// The contract names a route's organization by slug and has it looked up per request, so that
-// a route configured before its organization exists starts working once it does: a found
-// organization is kept for a few seconds (an organization's slug and id never change), a
-// not-found answer never. An organization id (org_...) is taken as it is, without a call.
+// A route names its organization by slug, looked up per delivery, so that a route configured
+// before its organization exists starts working once it does: a found organization is kept for
+// a few seconds (an organization's slug and id never change), a not-found answer never. An
+// organization id (org_...) is taken as it is, without a call.
 package identityclient
 
 import (
@@ -20,7 +20,7 @@ import (
 	"svc.dev/libs/wire"
 	identityv1 "svc.dev/proto/gen/identity/v1"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
-	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/app/port"
 )
 
 // CacheTTL is how long a found organization is reused without asking identity again.
@@ -42,7 +42,7 @@ type Config struct {
 	Now func() time.Time
 }
 
-// OrganizationDirectory is the app.Organizations over identity.v1.
+// OrganizationDirectory is the port.Organizations over identity.v1.
 type OrganizationDirectory struct {
 	rpc identityv1connect.IdentityServiceClient
 	ttl time.Duration
@@ -75,9 +75,9 @@ func New(httpClient connect.HTTPClient, baseURL string, cfg Config, opts ...conn
 	}
 }
 
-// Resolve implements app.Organizations: an organization id is its own answer; a slug is
+// Resolve implements port.Organizations: an organization id is its own answer; a slug is
 // looked up (or taken from the cache). No organization with the slug is
-// app.ErrOrganizationNotFound; identity not answering is an *app.UnavailableError, never a
+// port.ErrOrganizationNotFound; identity not answering is an *port.UnavailableError, never a
 // not-found.
 func (d *OrganizationDirectory) Resolve(ctx context.Context, ref string) (string, error) {
 	if wire.ValidID(wire.Organization, ref) {
@@ -88,20 +88,20 @@ func (d *OrganizationDirectory) Resolve(ctx context.Context, ref string) (string
 	}
 	resp, err := d.rpc.LookupOrganization(ctx, connect.NewRequest(&identityv1.LookupOrganizationRequest{Slug: ref}))
 	if err != nil {
-		return "", &app.UnavailableError{Peer: peer, Err: fmt.Errorf("LookupOrganization: %w", err)}
+		return "", &port.UnavailableError{Peer: peer, Err: fmt.Errorf("LookupOrganization: %w", err)}
 	}
 	switch res := resp.Msg.GetResult().(type) {
 	case *identityv1.LookupOrganizationResponse_Organization:
 		id := res.Organization.GetId()
 		if !wire.ValidID(wire.Organization, id) {
-			return "", &app.UnavailableError{Peer: peer, Err: fmt.Errorf("LookupOrganization answered the organization id %q", id)}
+			return "", &port.UnavailableError{Peer: peer, Err: fmt.Errorf("LookupOrganization answered the organization id %q", id)}
 		}
 		d.remember(ref, id)
 		return id, nil
 	case *identityv1.LookupOrganizationResponse_NotFound:
-		return "", fmt.Errorf("organization %q: %w", ref, app.ErrOrganizationNotFound)
+		return "", fmt.Errorf("organization %q: %w", ref, port.ErrOrganizationNotFound)
 	default:
-		return "", &app.UnavailableError{Peer: peer, Err: fmt.Errorf("LookupOrganization answered no result")}
+		return "", &port.UnavailableError{Peer: peer, Err: fmt.Errorf("LookupOrganization answered no result")}
 	}
 }
 

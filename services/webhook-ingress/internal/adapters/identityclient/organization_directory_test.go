@@ -16,7 +16,7 @@ import (
 	identityv1 "svc.dev/proto/gen/identity/v1"
 	"svc.dev/proto/gen/identity/v1/identityv1connect"
 	"svc.dev/services/webhook-ingress/internal/adapters/identityclient"
-	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/app/port"
 )
 
 const (
@@ -108,10 +108,10 @@ func setup(t *testing.T) *testBundle {
 
 func requireUnavailable(t *testing.T, err error) {
 	t.Helper()
-	var down *app.UnavailableError
-	require.True(t, errors.As(err, &down), "want *app.UnavailableError, got %v", err)
+	var down *port.UnavailableError
+	require.True(t, errors.As(err, &down), "want *port.UnavailableError, got %v", err)
 	require.Equal(t, "identity", down.Peer)
-	require.NotErrorIs(t, err, app.ErrOrganizationNotFound)
+	require.NotErrorIs(t, err, port.ErrOrganizationNotFound)
 }
 
 func TestDirectory(t *testing.T) {
@@ -171,7 +171,7 @@ func TestDirectory(t *testing.T) {
 		b := setup(t)
 		for range 2 {
 			_, err := b.dir.Resolve(ctx, "acme")
-			require.ErrorIs(t, err, app.ErrOrganizationNotFound)
+			require.ErrorIs(t, err, port.ErrOrganizationNotFound)
 		}
 		require.Len(t, b.identity.calls(), 2)
 

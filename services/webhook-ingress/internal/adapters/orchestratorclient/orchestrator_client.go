@@ -12,10 +12,10 @@ import (
 	"svc.dev/libs/httpclient"
 	orchestratorv1 "svc.dev/proto/gen/orchestrator/v1"
 	"svc.dev/proto/gen/orchestrator/v1/orchestratorv1connect"
-	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/app/port"
 )
 
-// OrchestratorClient is the app.Dispatcher over orchestrator.v1.
+// OrchestratorClient is the port.Dispatcher over orchestrator.v1.
 type OrchestratorClient struct {
 	rpc orchestratorv1connect.OrchestratorServiceClient
 }
@@ -25,25 +25,25 @@ func New(hc *httpclient.Client, opts ...connect.ClientOption) *OrchestratorClien
 	return &OrchestratorClient{rpc: orchestratorv1connect.NewOrchestratorServiceClient(hc.HTTP(), hc.BaseURL(), opts...)}
 }
 
-// StartRun implements app.Dispatcher.
-func (c *OrchestratorClient) StartRun(ctx context.Context, cmd app.StartRun) (app.Started, error) {
+// StartRun implements port.Dispatcher.
+func (c *OrchestratorClient) StartRun(ctx context.Context, cmd port.StartRun) (port.Started, error) {
 	resp, err := c.rpc.StartRun(ctx, connect.NewRequest(toStartRunRequest(cmd)))
 	if err != nil {
-		return app.Started{}, &app.UnavailableError{Peer: "run-orchestrator", Err: fmt.Errorf("StartRun: %w", err)}
+		return port.Started{}, &port.UnavailableError{Peer: "run-orchestrator", Err: fmt.Errorf("StartRun: %w", err)}
 	}
 	switch res := resp.Msg.GetResult().(type) {
 	case *orchestratorv1.StartRunResponse_Started:
-		return app.Started{RunID: res.Started.GetRunId(), Deduplicated: res.Started.GetDeduplicated()}, nil
+		return port.Started{RunID: res.Started.GetRunId(), Deduplicated: res.Started.GetDeduplicated()}, nil
 	case *orchestratorv1.StartRunResponse_NotFound:
-		return app.Started{}, app.ErrWorkflowNotFound
+		return port.Started{}, port.ErrWorkflowNotFound
 	case *orchestratorv1.StartRunResponse_Rejected:
-		return app.Started{}, &app.DispatchRejectedError{Code: res.Rejected.GetCode(), Message: res.Rejected.GetMessage()}
+		return port.Started{}, &port.DispatchRejectedError{Code: res.Rejected.GetCode(), Message: res.Rejected.GetMessage()}
 	default:
-		return app.Started{}, &app.UnavailableError{Peer: "run-orchestrator", Err: fmt.Errorf("StartRun answered no result")}
+		return port.Started{}, &port.UnavailableError{Peer: "run-orchestrator", Err: fmt.Errorf("StartRun answered no result")}
 	}
 }
 
-func toStartRunRequest(cmd app.StartRun) *orchestratorv1.StartRunRequest {
+func toStartRunRequest(cmd port.StartRun) *orchestratorv1.StartRunRequest {
 	return &orchestratorv1.StartRunRequest{
 		OrganizationId: cmd.OrganizationID,
 		Workflow:       &orchestratorv1.StartRunRequest_WorkflowName{WorkflowName: cmd.WorkflowName},

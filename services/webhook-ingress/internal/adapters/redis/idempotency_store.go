@@ -15,7 +15,7 @@ import (
 	"svc.dev/libs/redisx"
 )
 
-// IdempotencyStore is the app.KeyStore over Redis. Keys are hashed under the service's prefix
+// IdempotencyStore is the port.KeyStore over Redis. Keys are hashed under the service's prefix
 // (<prefix>webhook:idem:<sha256 hex>), so that a sender's key of any length or content makes
 // one short, safe Redis key.
 type IdempotencyStore struct {
@@ -37,7 +37,7 @@ func (s *IdempotencyStore) Key(key string) string {
 	return s.keys.Key("webhook", "idem", hex.EncodeToString(sum[:]))
 }
 
-// Get implements app.KeyStore with one MGET.
+// Get implements port.KeyStore with one MGET.
 func (s *IdempotencyStore) Get(ctx context.Context, keys ...string) (string, error) {
 	if len(keys) == 0 {
 		return "", nil
@@ -58,7 +58,7 @@ func (s *IdempotencyStore) Get(ctx context.Context, keys ...string) (string, err
 	return "", nil
 }
 
-// Remember implements app.KeyStore with one SET NX per key, pipelined; when keys[0] was
+// Remember implements port.KeyStore with one SET NX per key, pipelined; when keys[0] was
 // already set it reads the run id it holds.
 func (s *IdempotencyStore) Remember(ctx context.Context, keys []string, runID string, ttl time.Duration) (string, error) {
 	if len(keys) == 0 {

@@ -37,8 +37,8 @@ const GitHubInputSchema = `{
 
 // GitHub is POST /github: X-Hub-Signature-256 over the raw body with secret, key
 // X-GitHub-Delivery, input {event, delivery, payload}. As for every route, a body that is not
-// application/json is the empty object (the seed's rule): a form-encoded delivery dispatches
-// with payload {} once its signature over the raw bytes holds.
+// application/json is the empty object (docs/API.md, "Webhooks"): a form-encoded delivery
+// dispatches with payload {} once its signature over the raw bytes holds.
 func GitHub(secret []byte, t Target) Route {
 	return Route{
 		Path: "/github", Method: http.MethodPost,

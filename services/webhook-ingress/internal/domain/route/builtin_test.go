@@ -64,7 +64,7 @@ func TestGitHub(t *testing.T) {
 		{"Valid", request(body, "application/json", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping", "X-GitHub-Delivery", "d1"), ""},
 		{"NoSignature", request(body, "application/json", "X-GitHub-Event", "ping", "X-GitHub-Delivery", "d1"), "signature"},
 		{"WrongSignature", request(body+" ", "application/json", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping"), "signature"},
-		// Not JSON: the body is the empty object (seed), and the delivery still dispatches.
+		// Not JSON: the body is the empty object (docs/API.md), and the delivery still dispatches.
 		{"FormEncoded", request(body, "application/x-www-form-urlencoded", "X-Hub-Signature-256", sig, "X-GitHub-Event", "ping", "X-GitHub-Delivery", "d1"), ""},
 		{"NoEvent", request(body, "application/json", "X-Hub-Signature-256", sig), "rejected"},
 		// The signature is checked first: an unsigned request learns nothing about the rest.
@@ -111,7 +111,7 @@ func TestStandardWebhooks(t *testing.T) {
 	_, err = r.FromRequest(context.Background(), signed("msg_1", now.Add(-6*time.Minute), body, "application/json"))
 	requireKind(t, err, "signature")
 	require.Contains(t, err.Error(), "5 minutes")
-	// A signed text/plain delivery dispatches with the empty object as its event (the seed:
+	// A signed text/plain delivery dispatches with the empty object as its event (docs/API.md:
 	// only application/json bodies are parsed), its signature still checked over the raw bytes.
 	in, err = r.FromRequest(context.Background(), signed("msg_1", now, body, "text/plain"))
 	require.NoError(t, err)

@@ -5,22 +5,24 @@ import (
 
 	"svc.dev/libs/wire"
 	"svc.dev/proto/errs"
-	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/app/command"
+	"svc.dev/services/webhook-ingress/internal/app/port"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )
 
-// toAppError is webhook-ingress's one table from the use case's errors to public ones
-// (contract §5). Everything a sender can cause maps to a 4xx; only a peer that cannot answer
-// (identity, the orchestrator) is a 503, which senders retry.
+// toAppError is webhook-ingress's one table from the use case's errors to public ones (the
+// codes and their statuses: docs/API.md, "The error codes"). Everything a sender can cause
+// maps to a 4xx; only a peer that cannot answer (identity, the orchestrator) is a 503, which
+// senders retry.
 func toAppError(err error) *errs.Error {
 	var (
 		public   *errs.Error
 		sig      *route.SignatureError
 		rejected *route.RejectedError
-		invalid  *app.InvalidInputError
-		refused  *app.DispatchRejectedError
-		down     *app.UnavailableError
-		tooLarge *app.InputTooLargeError
+		invalid  *command.InvalidInputError
+		refused  *port.DispatchRejectedError
+		down     *port.UnavailableError
+		tooLarge *command.InputTooLargeError
 	)
 	switch {
 	case errors.As(err, &sig):
@@ -29,14 +31,14 @@ func toAppError(err error) *errs.Error {
 		return errs.New(errs.WebhookRejected, err).WithMessage(rejected.Reason)
 	case errors.As(err, &invalid):
 		return invalidBody(invalid.Issues)
-	case errors.Is(err, app.ErrWorkflowNotFound):
+	case errors.Is(err, port.ErrWorkflowNotFound):
 		return errs.New(errs.WorkflowNotFound, err).WithMessage("the workflow this route starts does not exist in its organization")
 	case errors.As(err, &refused):
 		switch refused.Code {
 		case string(errs.WorkflowInvalid):
 			return errs.New(errs.WorkflowInvalid, err).WithMessage(refused.Message)
 		case string(errs.InvalidBody):
-			return invalidBody([]app.Issue{{Path: "", Message: refused.Message}})
+			return invalidBody([]command.Issue{{Path: "", Message: refused.Message}})
 		default:
 			return errs.New(errs.WebhookRejected, err).WithMessage(refused.Message)
 		}
@@ -51,7 +53,7 @@ func toAppError(err error) *errs.Error {
 	}
 }
 
-func invalidBody(issues []app.Issue) *errs.Error {
+func invalidBody(issues []command.Issue) *errs.Error {
 	out := make([]wire.Issue, 0, len(issues))
 	for _, i := range issues {
 		out = append(out, wire.Issue{Path: i.Path, Message: i.Message})

@@ -1,6 +1,6 @@
 // Package httpapi is the inbound HTTP port of webhook-ingress: /api/webhooks/* matched against the
-// route registry, the request turned into a route.Request, and the one table that maps the
-// use case's errors to public codes.
+// route registry, the request turned into a route.Request and delivered through the
+// application, and the one table that maps the use case's errors to public codes.
 package httpapi
 
 import (
@@ -19,11 +19,11 @@ const Prefix = "/api/webhooks"
 // NewRouter returns the router of webhook-ingress's public routes: every path under
 // /api/webhooks/ goes to the registry (an unmatched path answers 404 not_found, a path
 // registered for another method 405 method_not_allowed); other /api paths answer a JSON 404.
-func NewRouter(registry *route.Registry, deliver app.DeliverWebhookHandler, log *slog.Logger) *mux.Router {
+func NewRouter(registry *route.Registry, application app.Application, log *slog.Logger) *mux.Router {
 	if registry == nil {
 		panic("nil registry")
 	}
-	h := handlers{registry: registry, deliver: deliver}
+	h := handlers{registry: registry, app: application}
 	rs := web.Responder{Log: log, Map: toAppError}
 	r := web.NewRouter()
 	r.PathPrefix(Prefix + "/").Handler(rs.Wrap(h.deliverWebhook))

@@ -13,12 +13,13 @@ import (
 	"svc.dev/libs/wire"
 	"svc.dev/proto/errs"
 	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/app/command"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )
 
 type handlers struct {
 	registry *route.Registry
-	deliver  app.DeliverWebhookHandler
+	app      app.Application
 }
 
 // deliveryResponse is the 202 body.
@@ -39,7 +40,7 @@ func (h handlers) deliverWebhook(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	accepted, err := h.deliver.Handle(r.Context(), app.DeliverWebhook{Entry: entry, Request: req, Path: r.URL.Path})
+	accepted, err := h.app.Commands.DeliverWebhook.Handle(r.Context(), command.DeliverWebhook{Entry: entry, Request: req, Path: r.URL.Path})
 	if err != nil {
 		return err
 	}
@@ -48,7 +49,7 @@ func (h handlers) deliverWebhook(w http.ResponseWriter, r *http.Request) error {
 }
 
 // toRouteRequest reads the body once: raw for the signature, parsed only when the content type
-// is application/json (seed: otherwise the body is an empty object).
+// is application/json (otherwise the body is an empty object: docs/API.md, "Webhooks").
 func toRouteRequest(r *http.Request, params map[string]string) (route.Request, error) {
 	raw, err := io.ReadAll(r.Body)
 	var maxErr *http.MaxBytesError

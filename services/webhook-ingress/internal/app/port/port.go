@@ -1,14 +1,12 @@
-// Package app holds webhook-ingress's use case, DeliverWebhook, and the ports it drives: the
-// orchestrator that starts runs, the store of idempotency keys, and the directory that turns a
-// route's organization into an id.
-package app
+// Package port declares what webhook-ingress's use case needs from its peers: run-orchestrator,
+// which starts runs; the store of idempotency keys (Redis), the fast path for redeliveries; and
+// identity, which turns a route's organization into an id. The errors they answer are here too.
+package port
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
-	"svc.dev/libs/web"
 	"time"
 )
 
@@ -66,22 +64,6 @@ type DispatchRejectedError struct{ Code, Message string }
 
 func (e *DispatchRejectedError) Error() string { return "run rejected: " + e.Code + ": " + e.Message }
 
-// MaxStartBytes is the largest start request the orchestrator reads (its internal RPCs'
-// body limit, libs/web.MaxRPCBodyBytes); startRunOverhead bounds the request's own encoding.
-// A delivery within the gateway's 1 MiB always fits; a route whose FromRequest builds a larger
-// input than that is refused, for good, with 413.
-const (
-	MaxStartBytes    = web.MaxRPCBodyBytes
-	startRunOverhead = 1 << 10
-)
-
-// InputTooLargeError is a run input too large to start a run with.
-type InputTooLargeError struct{ Size, Max int }
-
-func (e *InputTooLargeError) Error() string {
-	return fmt.Sprintf("the run input built from this delivery is %d bytes; a run takes at most %d", e.Size, e.Max)
-}
-
 // UnavailableError is a peer that could not answer; nothing was started and a redelivery may
 // succeed.
 type UnavailableError struct {
@@ -92,16 +74,3 @@ type UnavailableError struct {
 func (e *UnavailableError) Error() string { return e.Peer + " unavailable: " + e.Err.Error() }
 
 func (e *UnavailableError) Unwrap() error { return e.Err }
-
-// Issue is one way the run input fails the route's schema: a JSON Pointer into the input.
-type Issue struct{ Path, Message string }
-
-// InvalidInputError is a run input that does not satisfy the route's InputSchema.
-type InvalidInputError struct{ Issues []Issue }
-
-func (e *InvalidInputError) Error() string {
-	if len(e.Issues) == 0 {
-		return "input does not match the route's schema"
-	}
-	return "input does not match the route's schema: " + e.Issues[0].Path + ": " + e.Issues[0].Message
-}

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"bytes"
@@ -13,6 +13,8 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
+	"svc.dev/libs/web"
+	"svc.dev/services/webhook-ingress/internal/app/port"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )
 
@@ -40,14 +42,14 @@ type Accepted struct {
 
 // DeliverWebhookHandler turns deliveries into runs, at most one per (route, key).
 type DeliverWebhookHandler struct {
-	runs Dispatcher
-	keys KeyStore
-	orgs Organizations
+	runs port.Dispatcher
+	keys port.KeyStore
+	orgs port.Organizations
 	log  *slog.Logger
 }
 
 // NewDeliverWebhookHandler returns the handler; every dependency is required.
-func NewDeliverWebhookHandler(runs Dispatcher, keys KeyStore, orgs Organizations, log *slog.Logger) DeliverWebhookHandler {
+func NewDeliverWebhookHandler(runs port.Dispatcher, keys port.KeyStore, orgs port.Organizations, log *slog.Logger) DeliverWebhookHandler {
 	if runs == nil || keys == nil || orgs == nil || log == nil {
 		panic("nil dispatcher, key store, organizations or logger")
 	}
@@ -56,8 +58,8 @@ func NewDeliverWebhookHandler(runs Dispatcher, keys KeyStore, orgs Organizations
 
 // Handle verifies the delivery through its route, checks the input and starts the run, or
 // answers the run an earlier delivery with the same key started. Errors: *route.SignatureError,
-// *route.RejectedError, *InvalidInputError, ErrWorkflowNotFound, *DispatchRejectedError,
-// *UnavailableError.
+// *route.RejectedError, *InvalidInputError, *InputTooLargeError, port.ErrWorkflowNotFound,
+// *port.DispatchRejectedError, *port.UnavailableError.
 //
 // Exactly-once: Redis is only the fast path. Two concurrent deliveries with one key may both
 // miss it and both call StartRun with the same idempotency key; the orchestrator stores the run
@@ -100,9 +102,9 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 		return Accepted{RunID: id, Deduplicated: true}, nil
 	}
 	orgID, err := h.orgs.Resolve(ctx, r.Organization)
-	if errors.Is(err, ErrOrganizationNotFound) {
+	if errors.Is(err, port.ErrOrganizationNotFound) {
 		// The route's organization does not exist (yet): its workflow cannot be found.
-		return Accepted{}, fmt.Errorf("route %s: organization %q: %w", r.ID(), r.Organization, ErrWorkflowNotFound)
+		return Accepted{}, fmt.Errorf("route %s: organization %q: %w", r.ID(), r.Organization, port.ErrWorkflowNotFound)
 	}
 	if err != nil {
 		return Accepted{}, err
@@ -117,7 +119,7 @@ func (h DeliverWebhookHandler) Handle(ctx context.Context, d DeliverWebhook) (Ac
 	if n := len(raw) + len(trigger) + len(startKey) + len(r.WorkflowName) + len(orgID) + startRunOverhead; n > MaxStartBytes {
 		return Accepted{}, &InputTooLargeError{Size: len(raw), Max: MaxStartBytes - startRunOverhead - len(trigger) - len(startKey) - len(r.WorkflowName) - len(orgID)}
 	}
-	started, err := h.runs.StartRun(ctx, StartRun{
+	started, err := h.runs.StartRun(ctx, port.StartRun{
 		OrganizationID: orgID, WorkflowName: r.WorkflowName, Input: raw,
 		IdempotencyKey: startKey, Trigger: trigger,
 	})
@@ -201,9 +203,9 @@ func (h DeliverWebhookHandler) remember(ctx context.Context, keys []string, runI
 	}
 }
 
-// idempotencyKey scopes a route's key to the route: the contract dedupes per route, and the
-// orchestrator's keys are per organization, shared with its public Idempotency-Key. Long keys
-// are hashed so that the record stays small.
+// idempotencyKey scopes a route's key to the route: deliveries are deduplicated per route
+// (docs/API.md, "Webhooks"), and the orchestrator's keys are per organization, shared with its
+// public Idempotency-Key. Long keys are hashed so that the record stays small.
 func idempotencyKey(r route.Route, key string) string {
 	k := "webhook:" + r.ID() + ":" + key
 	if len(k) <= 255 {
@@ -250,4 +252,33 @@ func collect(u *jsonschema.OutputUnit, out *[]Issue) {
 	for i := range u.Errors {
 		collect(&u.Errors[i], out)
 	}
+}
+
+// MaxStartBytes is the largest start request the orchestrator reads (its internal RPCs'
+// body limit, libs/web.MaxRPCBodyBytes); startRunOverhead bounds the request's own encoding.
+// A delivery within the gateway's 1 MiB always fits; a route whose FromRequest builds a larger
+// input than that is refused, for good, with 413.
+const (
+	MaxStartBytes    = web.MaxRPCBodyBytes
+	startRunOverhead = 1 << 10
+)
+
+// InputTooLargeError is a run input too large to start a run with.
+type InputTooLargeError struct{ Size, Max int }
+
+func (e *InputTooLargeError) Error() string {
+	return fmt.Sprintf("the run input built from this delivery is %d bytes; a run takes at most %d", e.Size, e.Max)
+}
+
+// Issue is one way the run input fails the route's schema: a JSON Pointer into the input.
+type Issue struct{ Path, Message string }
+
+// InvalidInputError is a run input that does not satisfy the route's InputSchema.
+type InvalidInputError struct{ Issues []Issue }
+
+func (e *InvalidInputError) Error() string {
+	if len(e.Issues) == 0 {
+		return "input does not match the route's schema"
+	}
+	return "input does not match the route's schema: " + e.Issues[0].Path + ": " + e.Issues[0].Message
 }

@@ -1,4 +1,4 @@
-package app_test
+package command_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"svc.dev/libs/redisx"
 	"svc.dev/libs/testkit"
 	redisadapter "svc.dev/services/webhook-ingress/internal/adapters/redis"
-	"svc.dev/services/webhook-ingress/internal/app"
+	"svc.dev/services/webhook-ingress/internal/app/command"
+	"svc.dev/services/webhook-ingress/internal/app/port"
 	"svc.dev/services/webhook-ingress/internal/domain/route"
 )
 
@@ -24,24 +25,24 @@ import (
 // and counts the calls.
 type recordingDispatcher struct {
 	mu    sync.Mutex
-	calls []app.StartRun
+	calls []port.StartRun
 	runs  map[string]string
 	err   error
 }
 
-func (d *recordingDispatcher) StartRun(_ context.Context, cmd app.StartRun) (app.Started, error) {
+func (d *recordingDispatcher) StartRun(_ context.Context, cmd port.StartRun) (port.Started, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, cmd)
 	if d.err != nil {
-		return app.Started{}, d.err
+		return port.Started{}, d.err
 	}
 	if id, ok := d.runs[cmd.IdempotencyKey]; ok {
-		return app.Started{RunID: id, Deduplicated: true}, nil
+		return port.Started{RunID: id, Deduplicated: true}, nil
 	}
 	id := "run_" + cmd.IdempotencyKey
 	d.runs[cmd.IdempotencyKey] = id
-	return app.Started{RunID: id}, nil
+	return port.Started{RunID: id}, nil
 }
 
 type orgs map[string]string
@@ -50,18 +51,18 @@ func (o orgs) Resolve(_ context.Context, ref string) (string, error) {
 	if id, ok := o[ref]; ok {
 		return id, nil
 	}
-	return "", app.ErrOrganizationNotFound
+	return "", port.ErrOrganizationNotFound
 }
 
 func TestDeliverWebhook(t *testing.T) {
 	t.Parallel()
 
 	type testBundle struct {
-		handler app.DeliverWebhookHandler
+		handler command.DeliverWebhookHandler
 		runs    *recordingDispatcher
 		entry   func(r route.Route) *route.Entry
 	}
-	setup := func(t *testing.T, store app.KeyStore) *testBundle {
+	setup := func(t *testing.T, store port.KeyStore) *testBundle {
 		t.Helper()
 		if store == nil {
 			c, keys := testkit.NewRedis(t)
@@ -70,7 +71,7 @@ func TestDeliverWebhook(t *testing.T) {
 		runs := &recordingDispatcher{runs: map[string]string{}}
 		log := slog.New(slog.NewTextHandler(io.Discard, nil))
 		return &testBundle{
-			handler: app.NewDeliverWebhookHandler(runs, store, orgs{"acme": "org_acme"}, log),
+			handler: command.NewDeliverWebhookHandler(runs, store, orgs{"acme": "org_acme"}, log),
 			runs:    runs,
 			entry: func(r route.Route) *route.Entry {
 				g := route.NewRegistry()
@@ -89,8 +90,8 @@ func TestDeliverWebhook(t *testing.T) {
 			},
 		}
 	}
-	deliver := func(b *testBundle, r route.Route, body any, key string) (app.Accepted, error) {
-		return b.handler.Handle(context.Background(), app.DeliverWebhook{Entry: b.entry(r), Path: "/api/webhooks/x/1",
+	deliver := func(b *testBundle, r route.Route, body any, key string) (command.Accepted, error) {
+		return b.handler.Handle(context.Background(), command.DeliverWebhook{Entry: b.entry(r), Path: "/api/webhooks/x/1",
 			Request: route.Request{Body: body, Headers: http.Header{"Key": {key}}, Params: map[string]string{"p": "1"}}})
 	}
 
@@ -137,8 +138,8 @@ func TestDeliverWebhook(t *testing.T) {
 		r.SignedBodyOnly = true
 		return r
 	}
-	deliverRaw := func(b *testBundle, r route.Route, raw, key string) (app.Accepted, error) {
-		return b.handler.Handle(context.Background(), app.DeliverWebhook{Entry: b.entry(r), Path: "/api/webhooks/x/1",
+	deliverRaw := func(b *testBundle, r route.Route, raw, key string) (command.Accepted, error) {
+		return b.handler.Handle(context.Background(), command.DeliverWebhook{Entry: b.entry(r), Path: "/api/webhooks/x/1",
 			Request: route.Request{Body: map[string]any{"n": 1}, RawBody: []byte(raw), Headers: http.Header{"Key": {key}}, Params: map[string]string{"p": "1"}}})
 	}
 
@@ -155,7 +156,8 @@ func TestDeliverWebhook(t *testing.T) {
 			require.True(t, again.Deduplicated, key)
 		}
 		require.Len(t, b.runs.calls, 1, "the replays were answered from Redis")
-		// The trigger still names the delivery's own key (contract: key X-GitHub-Delivery).
+		// The trigger still names the delivery's own key, X-GitHub-Delivery (docs/API.md,
+		// "Webhooks").
 		require.JSONEq(t, `{"route":"POST /x/:p","path":"/api/webhooks/x/1","idempotencyKey":"delivery-1"}`, string(b.runs.calls[0].Trigger))
 
 		other, err := deliverRaw(b, bodySigned(), `{"n":1} `, "delivery-4")
@@ -169,7 +171,7 @@ func TestDeliverWebhook(t *testing.T) {
 		// Concurrent replays under distinct keys all miss Redis; the orchestrator's record,
 		// made under the body's key, answers every one with the first run.
 		const n = 8
-		got := make([]app.Accepted, n)
+		got := make([]command.Accepted, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
@@ -201,7 +203,7 @@ func TestDeliverWebhook(t *testing.T) {
 		var (
 			rej *route.RejectedError
 			sig *route.SignatureError
-			inv *app.InvalidInputError
+			inv *command.InvalidInputError
 		)
 		_, err := deliver(b, panics, map[string]any{"n": 1}, "k")
 		require.ErrorAs(t, err, &rej)
@@ -218,16 +220,16 @@ func TestDeliverWebhook(t *testing.T) {
 		require.ErrorAs(t, err, &inv)
 		require.Equal(t, "/n", inv.Issues[0].Path)
 		_, err = deliver(b, unknownOrg, map[string]any{"n": 1}, "k")
-		require.ErrorIs(t, err, app.ErrWorkflowNotFound)
+		require.ErrorIs(t, err, port.ErrWorkflowNotFound)
 		require.Empty(t, b.runs.calls)
 	})
 
 	t.Run("OrchestratorDownIsUnavailableAndRemembersNothing", func(t *testing.T) {
 		t.Parallel()
 		b := setup(t, nil)
-		b.runs.err = &app.UnavailableError{Peer: "run-orchestrator", Err: errors.New("connection refused")}
+		b.runs.err = &port.UnavailableError{Peer: "run-orchestrator", Err: errors.New("connection refused")}
 		_, err := deliver(b, valid(), map[string]any{"n": 1}, "k")
-		var down *app.UnavailableError
+		var down *port.UnavailableError
 		require.ErrorAs(t, err, &down)
 		b.runs.err = nil
 		a, err := deliver(b, valid(), map[string]any{"n": 1}, "k")
