@@ -92,7 +92,7 @@ function retryAfter(resp: Response, data: any): number | undefined {
   return s > 0 ? s * 1000 : undefined;
 }
 
-// errorOf turns an error answer into an APIError carrying the contract's code ({error} for
+// errorOf turns an error answer into an APIError carrying the API's error code ({error} for
 // services, {code} for the auth layer), its message and, for a 429, the wait it asks for.
 async function errorOf(resp: Response): Promise<APIError> {
   const text = await resp.text().catch(() => "");
@@ -141,7 +141,7 @@ export async function call<T = any>(method: string, path: string, body?: unknown
 export const get = <T = any>(p: string, signal?: AbortSignal) => call<T>("GET", p, undefined, signal);
 export const post = <T = any>(p: string, b: unknown = {}) => call<T>("POST", p, b);
 
-// Page is one page of a list (contract §0): nextCursor is null after the last page.
+// Page is one page of a list (docs/API.md, "Pagination"): nextCursor is null after the last page.
 export interface Page<T> { items: T[]; nextCursor: string | null }
 
 // withQuery adds query parameters to a path (those with an empty value are left out).

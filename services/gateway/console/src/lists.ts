@@ -120,8 +120,8 @@ export type RunRow = Run & { pending?: boolean };
 
 export interface RunFilters { workflowId: string; status: string }
 
-// RunsList is the organization's runs, newest first (by id: run ids are time-ordered, contract
-// §0, and the API lists them in that order), narrowed by filters, kept current by the
+// RunsList is the organization's runs, newest first (by id: run ids are time-ordered, and the
+// API lists them in that order), narrowed by filters, kept current by the
 // organization's stream:
 // - a status event of a run held updates its row;
 // - an event of a run not held that matches the filters and is newer than the oldest run held

@@ -9,7 +9,7 @@ import { A, ErrorBox, Failed, Json, More, NotFound, PageError, Status, describeE
 import { NewWorkflow, WorkflowPage } from "./workflow";
 import "./style.css";
 
-// RateLimited shows a request waiting out a 429: the contract's code and message, and when it
+// RateLimited shows a request waiting out a 429: the API's error code and message, and when it
 // is sent again.
 function RateLimited() {
   const [n, setN] = useState<RateNotice | null>(null);
