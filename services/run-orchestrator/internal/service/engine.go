@@ -72,7 +72,8 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 		return nil, err
 	}
 	interp := run.NewInterpreter(run.Connectors(catalog, builtin.All(), cfg.Connectors), run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
-	jobs, err := river.NewJobs(ctx, pool, postgres.Schema, cfg.Propagator, log)
+	jobs, err := river.NewJobs(ctx, pool, river.Config{Schema: postgres.Schema, Replica: cfg.Replica, Workers: cfg.Workers,
+		OrgCeiling: cfg.OrgCeiling, Propagator: cfg.Propagator}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -86,10 +87,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	if err != nil {
 		return nil, err
 	}
-	queue, err := river.New(pool, river.Config{Replica: cfg.Replica, Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling}, jobs, runs, log)
-	if err != nil {
-		return nil, err
-	}
+	queue := river.New(jobs, runs)
 	reps := postgres.NewReplicas(pool, postgres.ReplicasConfig{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
 		runs.Sweep, notifier, log)
 	// A first stream here: the heartbeat tells the others at once, and the streams read again

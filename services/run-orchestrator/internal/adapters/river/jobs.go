@@ -29,33 +29,56 @@ import (
 
 // Jobs is the queue's side of a run's transaction (engine.Jobs) and the turns between steps
 // (engine.Turns): it inserts, cancels and completes jobs inside the run's transaction, tags
-// new jobs with the fair share clock, and reads the queue's head for the turns.
+// new jobs with the fair share clock, and reads the queue's head for the turns. Its River
+// client is also the one whose workers take the jobs (Queue): a job inserted by the client
+// that works the queue wakes a worker at once, where another client's insert would wait for
+// the next fetch poll.
 type Jobs struct {
-	client     *river.Client[pgx.Tx] // inserts only: Queue's client works the jobs
+	client     *river.Client[pgx.Tx]
 	schema     string
 	fair       *fairshare.Clock
 	turns      *turns
 	propagator propagation.TextMapPropagator
+	// queue is the workers' side, made whole by New (its engine) before the client starts.
+	queue *Queue
 }
 
-// NewJobs migrates River's tables into schema (under an advisory lock, as goose migrations
-// are) and builds the queue's write side. propagator (nil: none) carries each inserting
-// transaction's trace into its jobs.
-func NewJobs(ctx context.Context, pool *pgxpool.Pool, schema string, propagator propagation.TextMapPropagator, log *slog.Logger) (*Jobs, error) {
-	if err := migrate(ctx, pool, schema, log); err != nil {
+// NewJobs migrates River's tables into cfg.Schema (under an advisory lock, as goose migrations
+// are) and builds the River client: the queue's write side, and the workers New hands to the
+// engine. cfg.Propagator (nil: none) carries each inserting transaction's trace into its jobs.
+func NewJobs(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logger) (*Jobs, error) {
+	if err := migrate(ctx, pool, cfg.Schema, log); err != nil {
 		return nil, err
 	}
-	j := &Jobs{schema: schema, fair: fairshare.NewClock(0, 0), propagator: propagator}
+	if cfg.Workers <= 0 {
+		cfg.Workers = 100
+	}
+	j := &Jobs{schema: cfg.Schema, fair: fairshare.NewClock(0, 0), propagator: cfg.Propagator}
 	j.turns = &turns{pool: pool, clock: j.fair}
+	j.queue = &Queue{jobs: j, ceiling: newCeiling(OrgCeiling(cfg.Workers, cfg.OrgCeiling)), log: log}
+	workers := river.NewWorkers()
+	if err := river.AddWorkerSafely(workers, &worker{q: j.queue}); err != nil {
+		return nil, err
+	}
 	var err error
 	j.client, err = river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema:     schema,
-		Middleware: []rivertype.Middleware{river.JobInsertMiddlewareFunc(availableWhenTagged)},
-		Logger:     log.With("component", "river"),
+		Schema:            cfg.Schema,
+		ID:                cfg.Replica,
+		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
+		Workers:           workers,
+		Middleware:        []rivertype.Middleware{river.JobInsertMiddlewareFunc(availableWhenTagged)},
+		FetchCooldown:     2 * time.Millisecond,
+		FetchPollInterval: 100 * time.Millisecond,
+		JobTimeout:        -1,
+		// Runs, attempts and their history are the run store's tables; a finished job row is
+		// only a spent queue entry. Kept long, they bloat the table every fetch and sweep reads.
+		CompletedJobRetentionPeriod: 5 * time.Minute,
+		Logger:                      log.With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
+	j.queue.client = j.client
 	return j, nil
 }
 

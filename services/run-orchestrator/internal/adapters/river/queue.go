@@ -4,19 +4,18 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
-	"github.com/riverqueue/river/rivertype"
+	"go.opentelemetry.io/otel/propagation"
 
 	"svc.dev/services/run-orchestrator/internal/app/engine"
 )
 
 // Config tunes the queue.
 type Config struct {
+	// Schema is where River's tables live, beside the runs'.
+	Schema string
 	// Replica is River's client id, so river_job.attempted_by names the replica that holds a
 	// running job (the sweep reads it).
 	Replica string
@@ -25,9 +24,12 @@ type Config struct {
 	// OrgCeiling is how many of them may drive one organization's runs (0: all but one in
 	// twenty of Workers, at least one spare; the rest stay free for other organizations).
 	OrgCeiling int
+	// Propagator carries traces into jobs (nil: none).
+	Propagator propagation.TextMapPropagator
 }
 
-// Queue is the River client whose workers take jobs and hand their runs to the engine.
+// Queue is the workers of jobs' River client: each takes a job and hands its run to the
+// engine.
 type Queue struct {
 	client  *river.Client[pgx.Tx]
 	jobs    *Jobs
@@ -36,35 +38,13 @@ type Queue struct {
 	log     *slog.Logger
 }
 
-// New builds the queue's workers on jobs' tables; Start begins working.
-func New(pool *pgxpool.Pool, cfg Config, jobs *Jobs, eng *engine.Engine, log *slog.Logger) (*Queue, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = 100
+// New gives jobs' workers the engine they hand runs to; Start begins working.
+func New(jobs *Jobs, eng *engine.Engine) *Queue {
+	if jobs == nil || eng == nil || jobs.queue.engine != nil {
+		panic("river: New needs jobs and an engine, once")
 	}
-	q := &Queue{jobs: jobs, engine: eng, ceiling: newCeiling(OrgCeiling(cfg.Workers, cfg.OrgCeiling)), log: log}
-	workers := river.NewWorkers()
-	if err := river.AddWorkerSafely(workers, &worker{q: q}); err != nil {
-		return nil, err
-	}
-	var err error
-	q.client, err = river.NewClient(riverpgxv5.New(pool), &river.Config{
-		Schema:            jobs.schema,
-		ID:                cfg.Replica,
-		Queues:            map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: cfg.Workers}},
-		Workers:           workers,
-		Middleware:        []rivertype.Middleware{river.JobInsertMiddlewareFunc(availableWhenTagged)},
-		FetchCooldown:     2 * time.Millisecond,
-		FetchPollInterval: 100 * time.Millisecond,
-		JobTimeout:        -1,
-		// Runs, attempts and their history are the run store's tables; a finished job row is
-		// only a spent queue entry. Kept long, they bloat the table every fetch and sweep reads.
-		CompletedJobRetentionPeriod: 5 * time.Minute,
-		Logger:                      log.With("component", "river"),
-	})
-	if err != nil {
-		return nil, fmt.Errorf("river client: %w", err)
-	}
-	return q, nil
+	jobs.queue.engine = eng
+	return jobs.queue
 }
 
 // Start begins working jobs.
