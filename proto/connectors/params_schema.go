@@ -3,6 +3,7 @@ package connectors
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"time"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -45,4 +46,35 @@ func goDurationFormat() *jsonschema.Format {
 		_, err := time.ParseDuration(s)
 		return err
 	}}
+}
+
+// CompileClientSchema compiles a JSON Schema a client wrote (a param marked x-json-schema), the
+// same way wherever it is compiled: draft 2020-12 unless its $schema says otherwise, formats
+// asserted, and nothing loaded from outside it (no files of this server, no network): a $ref
+// must point inside the schema.
+func CompileClientSchema(v any) (*jsonschema.Schema, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.AssertFormat()
+	comp.UseLoader(refuseLoader{})
+	const url = "client:///schema"
+	if err := comp.AddResource(url, doc); err != nil {
+		return nil, err
+	}
+	return comp.Compile(url)
+}
+
+// refuseLoader loads nothing: a client's schema must hold all it refers to.
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("%s is outside the schema; only references inside it are allowed", url)
 }

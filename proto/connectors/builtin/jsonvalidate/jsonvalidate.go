@@ -55,7 +55,7 @@ func (e *InvalidError) Error() string {
 func (e *InvalidError) ErrorCode() string { return "json_invalid" }
 
 func validate(printer *message.Printer, params map[string]any) (connectors.Result, error) {
-	schema, err := compile(params["schema"])
+	schema, err := connectors.CompileClientSchema(params["schema"])
 	if err != nil {
 		return connectors.Result{}, fmt.Errorf("schema: %w", err)
 	}
@@ -80,31 +80,6 @@ func validate(printer *message.Printer, params map[string]any) (connectors.Resul
 		out["more_errors"] = len(violations) - maxErrors
 	}
 	return connectors.Result{Output: out}, nil
-}
-
-// compile compiles a schema a client wrote. Nothing is loaded from outside it: no files of
-// this server, no network.
-func compile(v any) (*jsonschema.Schema, error) {
-	doc, err := asValidatorJSON(v)
-	if err != nil {
-		return nil, err
-	}
-	comp := jsonschema.NewCompiler()
-	comp.DefaultDraft(jsonschema.Draft2020)
-	comp.AssertFormat()
-	comp.UseLoader(refuseLoader{})
-	const url = "client:///schema"
-	if err := comp.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	return comp.Compile(url)
-}
-
-// refuseLoader loads nothing: the schema must hold all it refers to.
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("%s is outside the schema; only references inside it are allowed", url)
 }
 
 // asValidatorJSON is v as the validator reads JSON (numbers as json.Number, exact).

@@ -516,34 +516,12 @@ func (k *Connector) checkJSONSchemas(params map[string]any, touched []string) *p
 		if s, isStr := v.(string); isStr && hasTemplate(s) {
 			continue
 		}
-		if err := compileUserSchema(v); err != nil {
+		if _, err := connectors.CompileClientSchema(v); err != nil {
 			return &paramViolation{code: workflow.ReasonInvalidParam, name: name, pointer: "/" + escapePointer(name), rule: "x-json-schema",
 				detail: "it must be a JSON Schema (draft 2020-12 unless its $schema says otherwise) that compiles, with every $ref inside it (use $defs); it does not: " + truncate(strings.Join(strings.Fields(err.Error()), " "), 300)}
 		}
 	}
 	return nil
-}
-
-// compileUserSchema compiles a schema a client sent. Nothing is loaded from outside it: no
-// files of this server, no network.
-func compileUserSchema(v any) error {
-	comp := jsonschema.NewCompiler()
-	comp.DefaultDraft(jsonschema.Draft2020)
-	comp.AssertFormat()
-	comp.UseLoader(refuseLoader{})
-	const url = "client:///input_schema"
-	if err := comp.AddResource(url, v); err != nil {
-		return err
-	}
-	_, err := comp.Compile(url)
-	return err
-}
-
-// refuseLoader loads nothing: a client's schema must hold all it refers to.
-type refuseLoader struct{}
-
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("%s is outside the schema; only references inside it are allowed", url)
 }
 
 func (c *Catalog) violationOf(k *Connector, params map[string]any, leaf *jsonschema.ValidationError) *paramViolation {
