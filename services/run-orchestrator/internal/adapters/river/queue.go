@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/riverqueue/river"
@@ -36,6 +37,9 @@ type Queue struct {
 	engine  *engine.Engine
 	ceiling *ceiling
 	log     *slog.Logger
+
+	stopOnce sync.Once
+	stopErr  error
 }
 
 // New gives jobs' workers the engine they hand runs to; Start begins working.
@@ -59,6 +63,9 @@ func (q *Queue) Start(ctx context.Context) error {
 // flight back once they commit. It returns when the workers are done or ctx ends. Stop may
 // be called more than once.
 func (q *Queue) Stop(ctx context.Context) error {
-	q.engine.Stop()
-	return q.client.Stop(ctx)
+	q.stopOnce.Do(func() {
+		q.engine.Stop()
+		q.stopErr = q.client.Stop(ctx)
+	})
+	return q.stopErr
 }
