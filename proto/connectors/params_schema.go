@@ -13,20 +13,36 @@ import (
 // adjusted by the caller) as the editor and the orchestrator both apply it: draft 2020-12,
 // formats asserted, the catalog's go-duration format known. typ names the schema's resource.
 func CompileParams(typ string, schema map[string]any) (*jsonschema.Schema, error) {
-	// Round-trip through the validator's own decoder so numbers are json.Number throughout.
-	raw, err := json.Marshal(schema)
+	comp := newCompiler()
+	comp.RegisterFormat(goDurationFormat())
+	return compile(comp, "catalog:///"+typ+"/params", schema)
+}
+
+// ValidatorJSON is v as the validator reads JSON: encoded, then decoded by its own decoder, so
+// numbers are json.Number throughout (exact, whatever v held).
+func ValidatorJSON(v any) (any, error) {
+	raw, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
+	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+}
+
+// newCompiler is a compiler as every schema here is compiled with: draft 2020-12 unless the
+// schema's $schema says otherwise, formats asserted.
+func newCompiler() *jsonschema.Compiler {
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
 	comp.AssertFormat()
-	comp.RegisterFormat(goDurationFormat())
-	url := "catalog:///" + typ + "/params"
+	return comp
+}
+
+// compile compiles schema v with comp, as the resource url.
+func compile(comp *jsonschema.Compiler, url string, v any) (*jsonschema.Schema, error) {
+	doc, err := ValidatorJSON(v)
+	if err != nil {
+		return nil, err
+	}
 	if err := comp.AddResource(url, doc); err != nil {
 		return nil, err
 	}
@@ -53,23 +69,9 @@ func goDurationFormat() *jsonschema.Format {
 // asserted, and nothing loaded from outside it (no files of this server, no network): a $ref
 // must point inside the schema.
 func CompileClientSchema(v any) (*jsonschema.Schema, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, err
-	}
-	comp := jsonschema.NewCompiler()
-	comp.DefaultDraft(jsonschema.Draft2020)
-	comp.AssertFormat()
+	comp := newCompiler()
 	comp.UseLoader(refuseLoader{})
-	const url = "client:///schema"
-	if err := comp.AddResource(url, doc); err != nil {
-		return nil, err
-	}
-	return comp.Compile(url)
+	return compile(comp, "client:///schema", v)
 }
 
 // refuseLoader loads nothing: a client's schema must hold all it refers to.

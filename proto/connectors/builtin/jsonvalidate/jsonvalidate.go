@@ -3,9 +3,7 @@
 package jsonvalidate
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -59,7 +57,7 @@ func validate(printer *message.Printer, params map[string]any) (connectors.Resul
 	if err != nil {
 		return connectors.Result{}, fmt.Errorf("schema: %w", err)
 	}
-	value, err := asValidatorJSON(params["value"])
+	value, err := connectors.ValidatorJSON(params["value"])
 	if err != nil {
 		return connectors.Result{}, fmt.Errorf("value: %w", err)
 	}
@@ -80,15 +78,6 @@ func validate(printer *message.Printer, params map[string]any) (connectors.Resul
 		out["more_errors"] = len(violations) - maxErrors
 	}
 	return connectors.Result{Output: out}, nil
-}
-
-// asValidatorJSON is v as the validator reads JSON (numbers as json.Number, exact).
-func asValidatorJSON(v any) (any, error) {
-	raw, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 }
 
 // leaves are the violations at the bottom of e's tree of causes: each says where in the

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -106,7 +105,7 @@ func (v *ParamsValidator) Check(typ string, params map[string]any) (map[string]a
 func (v *ParamsValidator) explain(typ string, sch *jsonschema.Schema, params map[string]any) error {
 	// Templates may yield values of Go types the validator does not read ([]int from 1..3, an
 	// int64): they are checked again in their JSON form. Only a failure pays for this.
-	norm, nerr := jsonForm(params)
+	norm, nerr := connectors.ValidatorJSON(params)
 	if nerr != nil {
 		return &ParamError{Type: typ, Pointer: "", Rule: "json", Detail: "the resolved params are not JSON: " + nerr.Error()}
 	}
@@ -215,14 +214,6 @@ func jsonText(v any) (string, bool) {
 		return "", false
 	}
 	return string(raw), true
-}
-
-func jsonForm(params map[string]any) (any, error) {
-	raw, err := json.Marshal(params)
-	if err != nil {
-		return nil, err
-	}
-	return jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 }
 
 // deepest is the most specific failure in the tree: the leaf at the deepest value, the first
