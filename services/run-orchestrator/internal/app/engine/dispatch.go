@@ -65,16 +65,10 @@ func (e *Engine) finishAtDispatch(ctx context.Context, nr run.NewRun) (*Ended, f
 		span.End()
 	}
 	job := &Job{RunID: r.ID, Try: 1}
-	o, err := e.interp.Apply(r, run.Advance{JobEvent: run.JobEvent{Try: 1}, Now: time.Now()})
-	for n := 0; err == nil && n < MaxInline && o.Fusable(); n++ {
-		next, ok := e.runInline(logs.Defer(ctx), job, *o.Start)
-		if !ok {
-			break
-		}
-		var more run.Outcome
-		if more, err = e.interp.Apply(r, next); err == nil {
-			o.Then(more)
-		}
+	apply := func(ev run.Event) (run.Outcome, error) { return e.interp.Apply(r, ev) }
+	o, err := apply(run.Advance{JobEvent: run.JobEvent{Try: 1}, Now: time.Now()})
+	if err == nil {
+		o, err = e.inlineChain(logs.Defer(ctx), job, o, apply)
 	}
 	if err != nil || !r.Status.Terminal() || o.Start != nil || o.Retry != nil || o.NewJobs > 0 || o.CancelJobs ||
 		len(o.Armed) > 0 || o.Consume != nil {

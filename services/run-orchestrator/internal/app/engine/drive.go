@@ -87,19 +87,31 @@ func (e *Engine) apply(ctx context.Context, job *Job, ev func(*run.Run) run.Even
 			return run.Outcome{}, &BrokenRunError{err}
 		}
 		r := tx.Run()
-		o, err := e.applyEvent(ctx, tx, r, ev(r))
-		for n := 0; err == nil && inline && n < MaxInline && o.Fusable(); n++ {
-			next, ok := e.runInline(ctx, job, *o.Start)
-			if !ok {
-				break
-			}
-			var more run.Outcome
-			if more, err = e.applyEvent(ctx, tx, r, next); err == nil {
-				o.Then(more)
-			}
+		apply := func(ev run.Event) (run.Outcome, error) { return e.applyEvent(ctx, tx, r, ev) }
+		o, err := apply(ev(r))
+		if err != nil || !inline {
+			return o, err
 		}
-		return o, err
+		return e.inlineChain(ctx, job, o, apply)
 	})
+}
+
+// inlineChain goes on from outcome o while it starts an attempt that runs inline: it runs the
+// attempt (runInline) and applies its result with apply, up to MaxInline of them, and returns
+// the outcome of them all.
+func (e *Engine) inlineChain(ctx context.Context, job *Job, o run.Outcome, apply func(run.Event) (run.Outcome, error)) (run.Outcome, error) {
+	for n := 0; n < MaxInline && o.Fusable(); n++ {
+		next, ok := e.runInline(ctx, job, *o.Start)
+		if !ok {
+			break
+		}
+		more, err := apply(next)
+		if err != nil {
+			return o, err
+		}
+		o.Then(more)
+	}
+	return o, nil
 }
 
 // applyEvent applies event to the locked run r, a signal wait with its buffered signal.
