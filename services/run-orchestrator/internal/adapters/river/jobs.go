@@ -78,7 +78,6 @@ func NewJobs(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
-	j.queue.client = j.client
 	return j, nil
 }
 

@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 	"go.opentelemetry.io/otel/propagation"
 
 	"svc.dev/services/run-orchestrator/internal/app/engine"
@@ -32,7 +30,6 @@ type Config struct {
 // Queue is the workers of jobs' River client: each takes a job and hands its run to the
 // engine.
 type Queue struct {
-	client  *river.Client[pgx.Tx]
 	jobs    *Jobs
 	engine  *engine.Engine
 	ceiling *ceiling
@@ -53,7 +50,7 @@ func New(jobs *Jobs, eng *engine.Engine) *Queue {
 
 // Start begins working jobs.
 func (q *Queue) Start(ctx context.Context) error {
-	if err := q.client.Start(ctx); err != nil {
+	if err := q.jobs.client.Start(ctx); err != nil {
 		return fmt.Errorf("river start: %w", err)
 	}
 	return nil
@@ -65,7 +62,7 @@ func (q *Queue) Start(ctx context.Context) error {
 func (q *Queue) Stop(ctx context.Context) error {
 	q.stopOnce.Do(func() {
 		q.engine.Stop()
-		q.stopErr = q.client.Stop(ctx)
+		q.stopErr = q.jobs.client.Stop(ctx)
 	})
 	return q.stopErr
 }
