@@ -71,7 +71,8 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	if err != nil {
 		return nil, err
 	}
-	interp := run.NewInterpreter(run.Connectors(catalog, builtin.All(), cfg.Connectors), run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
+	runtimes := builtin.All()
+	interp := run.NewInterpreter(run.Connectors(catalog, runtimes, cfg.Connectors), run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
 	jobs, err := river.NewJobs(ctx, pool, river.Config{Schema: postgres.Schema, Replica: cfg.Replica, Workers: cfg.Workers,
 		OrgCeiling: cfg.OrgCeiling, Propagator: cfg.Propagator}, log)
 	if err != nil {
@@ -83,7 +84,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
 	store := postgres.NewRunStore(pool, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
 	runs, err := engine.New(engine.Config{Runs: store, Turns: jobs, Interpreter: interp, Catalog: catalog,
-		Connectors: builtin.All(), ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Log: log})
+		Connectors: runtimes, ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Log: log})
 	if err != nil {
 		return nil, err
 	}
