@@ -44,6 +44,9 @@ type Identity struct {
 	AuthMode       AuthMode `json:"mode"`
 	APIKeyID       string   `json:"key,omitempty"`
 	Service        string   `json:"svc,omitempty"`
+	// Role is the user's role in the organization ("owner", "admin", "member") when the
+	// caller is a session; empty for an API key and between services.
+	Role string `json:"role,omitempty"`
 	// ClientIP is the client's address as the gateway saw it (the TCP peer), which it vouches
 	// for on the open routes it forwards to identity: a service cannot tell it from a
 	// client-made X-Forwarded-For otherwise.

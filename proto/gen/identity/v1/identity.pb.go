@@ -268,8 +268,12 @@ type Identity struct {
 	// expires_at_unix_ms is when the session or API key behind the credentials expires, in Unix
 	// milliseconds; 0 means it does not expire. The gateway never keeps this identity past it.
 	ExpiresAtUnixMs int64 `protobuf:"varint,5,opt,name=expires_at_unix_ms,json=expiresAtUnixMs,proto3" json:"expires_at_unix_ms,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// role is the user's role in the organization ("owner", "admin" or "member") when
+	// auth_mode is AUTH_MODE_SESSION; empty for an API key, which acts for its organization
+	// (only an owner or admin can create one).
+	Role          string `protobuf:"bytes,6,opt,name=role,proto3" json:"role,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Identity) Reset() {
@@ -335,6 +339,13 @@ func (x *Identity) GetExpiresAtUnixMs() int64 {
 		return x.ExpiresAtUnixMs
 	}
 	return 0
+}
+
+func (x *Identity) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
 }
 
 // User is the public view of a user that travels with every request. It holds only what
@@ -699,14 +710,15 @@ const file_identity_v1_identity_proto_rawDesc = "" +
 	"\x0fResolveResponse\x123\n" +
 	"\bidentity\x18\x01 \x01(\v2\x15.identity.v1.IdentityH\x00R\bidentity\x126\n" +
 	"\trejection\x18\x02 \x01(\v2\x16.identity.v1.RejectionH\x00R\trejectionB\b\n" +
-	"\x06result\"\xd9\x01\n" +
+	"\x06result\"\xed\x01\n" +
 	"\bIdentity\x12%\n" +
 	"\x04user\x18\x01 \x01(\v2\x11.identity.v1.UserR\x04user\x12'\n" +
 	"\x0forganization_id\x18\x02 \x01(\tR\x0eorganizationId\x122\n" +
 	"\tauth_mode\x18\x03 \x01(\x0e2\x15.identity.v1.AuthModeR\bauthMode\x12\x1c\n" +
 	"\n" +
 	"api_key_id\x18\x04 \x01(\tR\bapiKeyId\x12+\n" +
-	"\x12expires_at_unix_ms\x18\x05 \x01(\x03R\x0fexpiresAtUnixMs\",\n" +
+	"\x12expires_at_unix_ms\x18\x05 \x01(\x03R\x0fexpiresAtUnixMs\x12\x12\n" +
+	"\x04role\x18\x06 \x01(\tR\x04role\",\n" +
 	"\x04User\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05email\x18\x02 \x01(\tR\x05email\"9\n" +

@@ -60,7 +60,7 @@ func toResolution(m *identityv1.ResolveResponse) app.Resolution {
 		switch id.GetAuthMode() {
 		case identityv1.AuthMode_AUTH_MODE_SESSION:
 			if out.UserID != "" {
-				out.AuthMode = internalauth.ModeSession
+				out.AuthMode, out.Role = internalauth.ModeSession, id.GetRole()
 				return app.Resolution{Identity: out, ExpiresAt: expires}
 			}
 		case identityv1.AuthMode_AUTH_MODE_API_KEY:

@@ -34,6 +34,8 @@ type Identity struct {
 	OrganizationID string
 	Mode           Mode
 	APIKeyID       string
+	// Role is the user's role in the organization for a session; empty for an API key.
+	Role string
 	// ExpiresAt is when the session or key expires; zero when it does not.
 	ExpiresAt time.Time
 }
@@ -80,7 +82,8 @@ func (h ResolveHandler) Handle(ctx context.Context, q Resolve) (Resolution, erro
 				Message: "the session has no active organization; call POST /api/auth/organization/set-active"}, nil
 		}
 		return Resolution{Identity: &Identity{UserID: rec.User.ID(), Email: rec.User.Email(),
-			OrganizationID: rec.Session.ActiveOrganizationID(), Mode: ModeSession, ExpiresAt: rec.Session.ExpiresAt()}}, nil
+			OrganizationID: rec.Session.ActiveOrganizationID(), Mode: ModeSession, Role: string(rec.Role),
+			ExpiresAt: rec.Session.ExpiresAt()}}, nil
 	}
 	now := h.auth.Now()
 	for _, raw := range q.Credentials.APIKeys {

@@ -73,6 +73,7 @@ func toResolveResponse(r query.Resolution) *identityv1.ResolveResponse {
 			User:           &identityv1.User{Id: id.UserID, Email: id.Email},
 			OrganizationId: id.OrganizationID,
 			AuthMode:       identityv1.AuthMode_AUTH_MODE_SESSION,
+			Role:           id.Role,
 		}
 		if !id.ExpiresAt.IsZero() {
 			out.ExpiresAtUnixMs = id.ExpiresAt.UnixMilli()
