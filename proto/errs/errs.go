@@ -36,6 +36,9 @@ const (
 	CancelFailed         Code = "cancel_failed"
 	LogsFailed           Code = "logs_failed"
 	Unavailable          Code = "unavailable"
+	// Forbidden is a caller whose role in the organization may not do this (a member
+	// changing what only an owner or admin may change).
+	Forbidden Code = "forbidden"
 	// InvalidOrigin is a state-changing request authenticated by the session cookie whose
 	// Origin (or Sec-Fetch-Site, or Referer) does not show it was sent by a trusted page.
 	InvalidOrigin Code = "invalid_origin"
@@ -49,7 +52,7 @@ func (c Code) Status() int {
 	switch c {
 	case Unauthorized, NoActiveOrganization, InvalidSignature:
 		return http.StatusUnauthorized
-	case InvalidOrigin:
+	case InvalidOrigin, Forbidden:
 		return http.StatusForbidden
 	case NotFound, WorkflowNotFound:
 		return http.StatusNotFound

@@ -24,6 +24,10 @@ type Commands struct {
 	StartRun  *command.StartGroup
 	CancelRun command.CancelRunHandler
 	SignalRun command.SignalRunHandler
+	// SetRetention sets an organization's own retention period; SweepRetention deletes the
+	// finished runs past their period (every replica runs it in the background).
+	SetRetention   command.SetRetentionHandler
+	SweepRetention command.SweepRetentionHandler
 }
 
 // Queries read runs, their logs and events, and an organization's run statuses.
@@ -32,6 +36,7 @@ type Queries struct {
 	Runs        query.Runs
 	RunEvents   query.RunEvents
 	OrgStatuses query.OrgStatuses
+	Retention   query.Retention
 }
 
 // Config is what the use cases are built from: the ports, and the start's options.
@@ -42,6 +47,9 @@ type Config struct {
 	Snapshots   port.SnapshotReader
 	Waker       port.Waker
 	OrgStatuses port.OrgStatusReader
+	Retention   port.RetentionStore
+	// Sweep paces the retention sweep; Sweep.Server is the server's period.
+	Sweep command.SweepConfig
 	// Cache, when set, shares prepared workflow snapshots between starts.
 	Cache *command.SnapshotCache
 	// StartSlots bounds the start batches in flight (0: command.DefaultStartSlots).
@@ -49,7 +57,7 @@ type Config struct {
 }
 
 // New wires the use cases.
-func New(cfg Config) Application {
+func New(cfg Config) (Application, error) {
 	batch := command.NewStartRunsHandler(cfg.Catalog, cfg.Engine)
 	if cfg.Cache != nil {
 		batch = batch.WithCache(cfg.Cache)
@@ -58,18 +66,26 @@ func New(cfg Config) Application {
 	if slots <= 0 {
 		slots = command.DefaultStartSlots
 	}
+	sweep, err := command.NewSweepRetentionHandler(cfg.Retention, cfg.Sweep)
+	if err != nil {
+		return Application{}, err
+	}
 	return Application{
 		Commands: Commands{
 			StartRuns: batch,
 			StartRun:  command.NewStartGroup(batch, slots),
 			CancelRun: command.NewCancelRunHandler(cfg.Engine),
 			SignalRun: command.NewSignalRunHandler(cfg.Engine),
+
+			SetRetention:   command.NewSetRetentionHandler(cfg.Retention, cfg.Sweep.Server),
+			SweepRetention: sweep,
 		},
 		Queries: Queries{
 			ListRuns:    query.NewListRunsHandler(cfg.Reader, cfg.Catalog),
 			Runs:        query.NewRuns(cfg.Reader),
 			RunEvents:   query.NewRunEvents(cfg.Snapshots, cfg.Waker),
 			OrgStatuses: query.NewOrgStatuses(cfg.OrgStatuses),
+			Retention:   query.NewRetention(cfg.Retention, cfg.Sweep.Server),
 		},
-	}
+	}, nil
 }

@@ -71,6 +71,12 @@ type Config struct {
 	// the request body limit); RunOutputMax the run's sinks' outputs together
 	// (SVC_RUN_OUTPUT_MAX_BYTES, 4 MiB, at least AttemptOutputMax). Zero takes the default.
 	AttemptOutputMax, RunOutputMax int
+	// Retention is how long finished runs are kept (SVC_RUN_RETENTION, 720h; an organization
+	// may choose a shorter period). Every replica deletes the runs past it every SweepEvery
+	// (SVC_RETENTION_SWEEP_INTERVAL, 1m), at most SweepBatch runs a transaction
+	// (SVC_RETENTION_SWEEP_BATCH, 1000).
+	Retention, RetentionSweepEvery time.Duration
+	RetentionSweepBatch            int
 	Base                           boot.Config
 }
 
@@ -93,6 +99,10 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 		}},
 		AttemptOutputMax: r.Int("SVC_ATTEMPT_OUTPUT_MAX_BYTES", run.DefaultMaxAttemptOutput, minOutputMax, maxOutputMax),
 		RunOutputMax:     r.Int("SVC_RUN_OUTPUT_MAX_BYTES", run.DefaultMaxRunOutput, minOutputMax, 4*maxOutputMax),
+
+		Retention:           r.Duration("SVC_RUN_RETENTION", run.DefaultRetention),
+		RetentionSweepEvery: r.Duration("SVC_RETENTION_SWEEP_INTERVAL", time.Minute),
+		RetentionSweepBatch: r.Int("SVC_RETENTION_SWEEP_BATCH", 1000, 1, 10000),
 	}
 	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
 	err := r.Err()
@@ -102,6 +112,12 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 	if cfg.Heartbeat <= 0 || cfg.DeadAfter < 2*cfg.Heartbeat {
 		err = errors.Join(err, fmt.Errorf("SVC_ORCHESTRATOR_DEAD_AFTER (%s) must be at least twice SVC_ORCHESTRATOR_HEARTBEAT (%s), which must be positive",
 			cfg.DeadAfter, cfg.Heartbeat))
+	}
+	if cfg.Retention < run.MinRetention || cfg.Retention > run.MaxRetention {
+		err = errors.Join(err, fmt.Errorf("SVC_RUN_RETENTION (%s) must be from %s to %s", cfg.Retention, run.MinRetention, run.MaxRetention))
+	}
+	if cfg.RetentionSweepEvery < time.Second || cfg.RetentionSweepEvery > 24*time.Hour {
+		err = errors.Join(err, fmt.Errorf("SVC_RETENTION_SWEEP_INTERVAL (%s) must be from 1s to 24h", cfg.RetentionSweepEvery))
 	}
 	if cfg.RunOutputMax < cfg.AttemptOutputMax {
 		err = errors.Join(err, fmt.Errorf("SVC_RUN_OUTPUT_MAX_BYTES (%d) must be at least SVC_ATTEMPT_OUTPUT_MAX_BYTES (%d), so that a run's one sink always fits",
@@ -130,6 +146,7 @@ func ReplicaID() string {
 type Application struct {
 	base    *boot.Base
 	engine  *runtime
+	sweeper *sweeper
 	addr    string
 	handler http.Handler
 }
@@ -174,8 +191,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		cache = command.NewSnapshotCache(redis.NewRedisEpochs(base.Redis, base.Keys), cfg.SnapshotCacheTTL, 0, nil)
 	}
 	reader := postgres.NewRunReader(base.Pool)
-	application := app.New(app.Config{Catalog: catalog, Engine: eng.engine, Reader: reader, Snapshots: reader, Waker: eng.hub,
-		OrgStatuses: postgres.NewOrgStatusReader(base.Pool), Cache: cache})
+	application, err := app.New(app.Config{Catalog: catalog, Engine: eng.engine, Reader: reader, Snapshots: reader, Waker: eng.hub,
+		OrgStatuses: postgres.NewOrgStatusReader(base.Pool), Cache: cache, Retention: postgres.NewRetention(base.Pool),
+		Sweep: command.SweepConfig{Server: cfg.Retention, Batch: cfg.RetentionSweepBatch, Budget: cfg.RetentionSweepEvery, Meter: base.Tel.Meter}})
+	if err != nil {
+		return nil, err
+	}
+	sweeper := newSweeper(application.Commands.SweepRetention, cfg.RetentionSweepEvery, log)
 	rpcPath, rpcHandler := orchestratorv1connect.NewOrchestratorServiceHandler(
 		rpc.NewOrchestratorServer(application.Commands.StartRun, application.Commands.StartRuns), base.RPCHandlerOptions()...)
 	handler := base.Handler(boot.Routes{
@@ -183,7 +205,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		OpenPrefixes: []string{},
 		RPC:          map[string]http.Handler{rpcPath: rpcHandler},
 	})
-	return &Application{base: base, engine: eng, addr: cfg.Addr, handler: handler}, nil
+	sweeper.start()
+	return &Application{base: base, engine: eng, sweeper: sweeper, addr: cfg.Addr, handler: handler}, nil
 }
 
 // Replica is this process's replica id (replicas.id, step_attempts.replica).
@@ -202,6 +225,7 @@ func (a *Application) Handler() http.Handler { return a.handler }
 // commit before the engine stops.
 func (a *Application) Run(ctx context.Context) error {
 	err := a.base.Serve(ctx, a.addr, a.handler)
+	a.sweeper.stop()
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 20*time.Second)
 	defer cancel()
 	return errors.Join(err, a.engine.stop(stopCtx))
@@ -211,6 +235,7 @@ func (a *Application) Run(ctx context.Context) error {
 func (a *Application) Close() {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	a.sweeper.stop()
 	_ = a.engine.stop(ctx)
 	a.base.Close()
 }

@@ -47,6 +47,7 @@ func table() []route {
 		{Exact: "/api/connectors", Peer: Editor},
 		{Exact: "/api/runs", Peer: Orchestrator},
 		{Prefix: "/api/runs/", Peer: Orchestrator},
+		{Pattern: []string{"api", "organizations", "*", "retention"}, Peer: Orchestrator},
 		{Exact: "/api/schedules", Peer: Scheduler},
 		{Prefix: "/api/schedules/", Peer: Scheduler},
 		{Exact: "/api/admin/tick", Peer: Scheduler},

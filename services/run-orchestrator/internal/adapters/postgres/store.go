@@ -72,7 +72,7 @@ func (s *RunStore) jobWrites(ctx context.Context, tx pgx.Tx, r *run.Run, o *run.
 	return nil
 }
 
-// CompleteJob completes a job whose run is gone (runs cannot be deleted today).
+// CompleteJob completes a job whose run is gone (deleted by the retention sweep).
 func (s *RunStore) CompleteJob(ctx context.Context, job *engine.Job) error {
 	return pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return s.jobs.Complete(ctx, tx, job) })
 }

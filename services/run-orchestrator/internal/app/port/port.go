@@ -116,3 +116,16 @@ type OrgStatusReader interface {
 	// Status reads one run of org as StatusesAfter does (run.ErrNotFound when org has none).
 	Status(ctx context.Context, org, id string) (run.Record, error)
 }
+
+// RetentionStore keeps the organizations' own retention periods and deletes the finished runs
+// past their period, with everything that belongs to them.
+type RetentionStore interface {
+	// Override is org's own period and when it was set; 0 and the zero time when it has none.
+	Override(ctx context.Context, org string) (time.Duration, time.Time, error)
+	// SetOverride stores org's period (0 removes it) and returns when it was set.
+	SetOverride(ctx context.Context, org string, period time.Duration) (time.Time, error)
+	// DeleteExpired deletes, in one short transaction for each of the two kinds, at most limit
+	// finished runs past the server's period and at most limit past their organization's
+	// shorter one, skipping runs another sweep holds; it returns how many it deleted.
+	DeleteExpired(ctx context.Context, server time.Duration, limit int) (int, error)
+}

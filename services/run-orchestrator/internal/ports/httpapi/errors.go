@@ -19,6 +19,7 @@ func toAppError(err error) *errs.Error {
 		ce *port.CancelError
 		ue *port.UnavailableError
 		pe *wire.PageError
+		re *run.InvalidRetentionError
 		e  *errs.Error
 	)
 	switch {
@@ -43,6 +44,10 @@ func toAppError(err error) *errs.Error {
 		return errs.New(errs.CancelFailed, err).WithMessage("the run could not be cancelled; try again")
 	case errors.As(err, &ue):
 		return errs.New(errs.Unavailable, err).WithMessage(ue.Message + "; try again")
+	case errors.Is(err, run.ErrForbidden):
+		return errs.New(errs.Forbidden, err).WithMessage(err.Error())
+	case errors.As(err, &re):
+		return errs.New(errs.InvalidBody, err).WithMessage(re.Message).With("issues", []wire.Issue{{Path: "/runRetention", Message: re.Message}})
 	case errors.As(err, &pe):
 		return errs.New(errs.InvalidQuery, err).WithMessage(pe.Message)
 	default:

@@ -58,6 +58,8 @@ func NewRouter(h Handlers, log *slog.Logger) *mux.Router {
 	r.Handle("/api/runs/{runId}/logs", rs.Wrap(s.logs)).Methods(http.MethodGet)
 	r.Handle("/api/runs/{runId}/cancel", rs.Wrap(s.cancel)).Methods(http.MethodPost)
 	r.Handle("/api/runs/{runId}/signals", rs.Wrap(s.signal)).Methods(http.MethodPost)
+	r.Handle("/api/organizations/{orgId}/retention", rs.Wrap(s.getRetention)).Methods(http.MethodGet)
+	r.Handle("/api/organizations/{orgId}/retention", rs.Wrap(s.setRetention)).Methods(http.MethodPut)
 	return r
 }
 

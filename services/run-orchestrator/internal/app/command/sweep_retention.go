@@ -1,0 +1,94 @@
+package command
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"svc.dev/services/run-orchestrator/internal/app/port"
+)
+
+// SweepRetentionHandler deletes the finished runs past their retention period, in batches,
+// until none is left or its time budget is spent (the next sweep goes on from there). Every
+// replica runs it; concurrent sweeps take different runs.
+type SweepRetentionHandler struct {
+	store   port.RetentionStore
+	cfg     SweepConfig
+	deleted metric.Int64Counter
+	batches metric.Int64Counter
+}
+
+// SweepConfig paces a sweep.
+type SweepConfig struct {
+	// Server is SVC_RUN_RETENTION.
+	Server time.Duration
+	// Batch is how many runs of each kind one transaction deletes at most.
+	Batch int
+	// Budget is how long one sweep goes on while it still finds full batches (the interval
+	// between sweeps, so that sweeps never pile up).
+	Budget time.Duration
+	// Meter records svc_retention_runs_deleted_total and svc_retention_batches_total; nil
+	// records nothing.
+	Meter metric.MeterProvider
+}
+
+// SweepResult is what one sweep did.
+type SweepResult struct {
+	Deleted, Batches int
+	// CaughtUp says the last batch was not full: no run was past its period when it ran.
+	CaughtUp bool
+	Took     time.Duration
+}
+
+// NewSweepRetentionHandler returns the handler over store.
+func NewSweepRetentionHandler(store port.RetentionStore, cfg SweepConfig) (SweepRetentionHandler, error) {
+	if store == nil {
+		panic("nil store")
+	}
+	if cfg.Server <= 0 || cfg.Batch <= 0 || cfg.Budget <= 0 {
+		return SweepRetentionHandler{}, fmt.Errorf("retention sweep: period, batch and budget must be positive, got %s, %d, %s", cfg.Server, cfg.Batch, cfg.Budget)
+	}
+	mp := cfg.Meter
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := mp.Meter("svc.dev/services/run-orchestrator")
+	deleted, err := m.Int64Counter("svc_retention_runs_deleted_total",
+		metric.WithDescription("Finished runs deleted because they were past their retention period, with everything that belonged to them."))
+	if err != nil {
+		return SweepRetentionHandler{}, err
+	}
+	batches, err := m.Int64Counter("svc_retention_batches_total",
+		metric.WithDescription("Batches the retention sweep ran: each deletes up to the batch size of runs past the server's period and as many past their organization's own."))
+	if err != nil {
+		return SweepRetentionHandler{}, err
+	}
+	return SweepRetentionHandler{store: store, cfg: cfg, deleted: deleted, batches: batches}, nil
+}
+
+// Handle runs one sweep. On an error it returns what it did before it.
+func (h SweepRetentionHandler) Handle(ctx context.Context) (SweepResult, error) {
+	start := time.Now()
+	var res SweepResult
+	for {
+		n, err := h.store.DeleteExpired(ctx, h.cfg.Server, h.cfg.Batch)
+		res.Deleted += n
+		res.Batches++
+		h.deleted.Add(ctx, int64(n))
+		h.batches.Add(ctx, 1)
+		res.Took = time.Since(start)
+		if err != nil {
+			return res, port.StoreError(err)
+		}
+		if n < h.cfg.Batch {
+			res.CaughtUp = true
+			return res, nil
+		}
+		if res.Took >= h.cfg.Budget || ctx.Err() != nil {
+			return res, ctx.Err()
+		}
+	}
+}
