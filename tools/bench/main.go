@@ -70,6 +70,8 @@ const (
 	ownGatewayURL  = "http://127.0.0.1:18080"
 	ownIdentityURL = "http://127.0.0.1:18081"
 	ownEditorURL   = "http://127.0.0.1:18082"
+	// defaultDatabaseURL is the database devstack uses when SVC_DATABASE_URL is not set.
+	defaultDatabaseURL = "postgres://postgres@127.0.0.1:5432/svc?sslmode=disable"
 	// benchOrigin is the Origin of bench's auth calls; the system it starts trusts it.
 	benchOrigin = "http://bench.test"
 )
@@ -95,6 +97,8 @@ type config struct {
 	slowLog     string        // -slow-log: file the slow requests are listed in; empty for none
 	slowOver    time.Duration // what counts as slow there
 	stopWait    time.Duration // how long devstack may take to stop
+	databaseURL string        // the system's database, for the scenarios that measure its tables
+	depthRuns   int           // -depth-runs: the finished runs the depth scenario loads
 }
 
 // parseConfig reads the flags once. getwd finds the repository root.
@@ -115,6 +119,9 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	fs.StringVar(&cfg.slowLog, "slow-log", "", "file to list every measured request slower than -slow-over in, with the time it was scheduled (to set a tail beside other logs)")
 	fs.DurationVar(&cfg.slowOver, "slow-over", 15*time.Millisecond, "what -slow-log counts as slow")
 	fs.DurationVar(&cfg.startupWait, "startup-timeout", 5*time.Minute, "how long the system may take to build and answer /health")
+	fs.StringVar(&cfg.databaseURL, "database-url", cmp.Or(os.Getenv("SVC_DATABASE_URL"), defaultDatabaseURL),
+		"the system's Postgres database (run-bytes and depth read the orchestrator's tables there; default $SVC_DATABASE_URL, else devstack's)")
+	fs.IntVar(&cfg.depthRuns, "depth-runs", 5_000_000, "finished runs the depth scenario loads between its empty and its loaded measurements")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -261,6 +268,8 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		CPU:            newCPUMeter(ctx),
 		Baseline:       baseline.lines,
 		Log:            say,
+		DatabaseURL:    cfg.databaseURL,
+		DepthRuns:      cfg.depthRuns,
 	}
 	var results []Result
 	var failures []error
@@ -386,7 +395,14 @@ func selectScenarios(all []Scenario, list string) ([]Scenario, error) {
 		}
 	}
 	if len(picked) == 0 {
-		return all, nil
+		return slices.DeleteFunc(slices.Clone(all), byNameOnly), nil
 	}
 	return picked, nil
+}
+
+// byNameOnly reports whether s runs only when -scenario names it (depth: it loads millions of
+// runs into the system's database).
+func byNameOnly(s Scenario) bool {
+	o, ok := s.(interface{ ByNameOnly() bool })
+	return ok && o.ByNameOnly()
 }

@@ -35,6 +35,8 @@ func allScenarios() []Scenario {
 		waitingRSS{},
 		webhookDelivery{},
 		eventLatency{},
+		runBytesScenario{},
+		depth{},
 	}
 }
 
@@ -68,6 +70,10 @@ type Env struct {
 	// nothing. Phases of env.phase get it; a scenario with a window of its own uses it itself.
 	CPU *cpuMeter
 	Log func(format string, args ...any) // progress for the person watching
+	// DatabaseURL is the system's Postgres database, for the scenarios that read the
+	// orchestrator's tables (run-bytes, depth); DepthRuns is what depth loads there.
+	DatabaseURL string
+	DepthRuns   int
 }
 
 // phase is the load of one measured phase at env's rate and durations.

@@ -23,8 +23,10 @@ import (
 func storeRun(t *testing.T, pool *pgxpool.Pool, b *testBundle, definition, input string, withJob bool) string {
 	t.Helper()
 	id := wire.NewID(wire.Run)
-	_, err := pool.Exec(t.Context(), `INSERT INTO orchestrator.runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger)
-		VALUES ($1, $2, 'wf_broken', 1, $3::jsonb, $4::jsonb, 'queued', '{"kind":"manual"}')`, id, b.org, definition, input)
+	_, err := pool.Exec(t.Context(), `WITH d AS (INSERT INTO orchestrator.run_definitions (organization_id, workflow_id, hash, definition)
+			VALUES ($2, 'wf_broken', sha256(convert_to($3, 'UTF8')), $3::jsonb) ON CONFLICT DO NOTHING)
+		INSERT INTO orchestrator.runs (id, organization_id, workflow_id, workflow_version, definition_hash, input, status, trigger)
+		VALUES ($1, $2, 'wf_broken', 1, sha256(convert_to($3, 'UTF8')), $4::jsonb, 'queued', '{"kind":"manual"}')`, id, b.org, definition, input)
 	require.NoError(t, err)
 	if withJob {
 		queueJob(t, pool, id, 25)

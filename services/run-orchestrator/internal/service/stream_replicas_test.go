@@ -188,8 +188,8 @@ func TestStatusHorizonWaitsForOpenTransactions(t *testing.T) {
 	var began time.Time
 	require.NoError(t, tx.QueryRow(t.Context(), `SELECT now()`).Scan(&began))
 	id := wire.NewID(wire.Run)
-	_, err = tx.Exec(t.Context(), `INSERT INTO orchestrator.runs (id, organization_id, workflow_id, workflow_version, definition, status, trigger)
-		VALUES ($1, $2, 'wf_slow', 1, '{}', 'queued', '{}')`, id, b.org)
+	_, err = tx.Exec(t.Context(), `INSERT INTO orchestrator.runs (id, organization_id, workflow_id, workflow_version, definition_hash, status, trigger)
+		VALUES ($1, $2, 'wf_slow', 1, sha256('{}'), 'queued', '{}')`, id, b.org)
 	require.NoError(t, err)
 	// Until the open transaction is older than the horizon's margin: a horizon taken from the
 	// clock alone would now be past the change's time.

@@ -1,8 +1,10 @@
 package postgres
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"slices"
@@ -80,7 +82,8 @@ func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []strin
 		}
 	}()
 	n := len(runs)
-	rid, org, wf, def, in, trig := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	rid, org, wf, in, trig := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	hash := make([][]byte, n)
 	ver := make([]int64, n)
 	// A run that ended at its dispatch is inserted as it ended (status, change sequence, state
 	// revision, output or error, start and finish times), not inserted queued and then updated
@@ -95,7 +98,9 @@ func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []strin
 	allEnded := true
 	for i, r := range runs {
 		rid[i], org[i], wf[i], ver[i] = r.ID, r.OrganizationID, r.WorkflowID, r.WorkflowVersion
-		def[i], in[i], trig[i] = string(r.Definition), string(r.Input), string(r.Trigger)
+		in[i], trig[i] = string(r.Input), string(r.Trigger)
+		sum := sha256.Sum256(r.Definition)
+		hash[i] = sum[:]
 		ids[i] = r.ID
 		status[i] = string(run.StatusQueued)
 		if g := r.Group; g != nil {
@@ -113,15 +118,16 @@ func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []strin
 	}
 	first := &pgx.Batch{}
 	first.Queue("BEGIN")
-	first.Queue(`INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, input, status, trigger,
+	queueDefinitions(first, runs, hash)
+	first.Queue(`INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition_hash, input, status, trigger,
 			change_seq, state_rev, output, error, started_at, finished_at, concurrency_key, concurrency_limit, admitted)
-		SELECT id, org, wf, ver, def::jsonb, input::jsonb, st, trig::jsonb,
+		SELECT id, org, wf, ver, hash, input::jsonb, st, trig::jsonb,
 			seq, rev, out::jsonb, err::jsonb, CASE WHEN st <> 'queued' THEN now() END, CASE WHEN st <> 'queued' THEN now() END,
 			ckey, climit, ckey IS NULL
-		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[],
+		FROM unnest($1::text[], $2::text[], $3::text[], $4::bigint[], $5::bytea[], $6::text[], $7::text[],
 			$8::text[], $9::bigint[], $10::bigint[], $11::text[], $12::text[], $13::text[], $14::int[])
-			AS r(id, org, wf, ver, def, input, trig, st, seq, rev, out, err, ckey, climit)`,
-		rid, org, wf, ver, def, in, trig, status, seq, rev, out, fail, concKey, concLimit)
+			AS r(id, org, wf, ver, hash, input, trig, st, seq, rev, out, err, ckey, climit)`,
+		rid, org, wf, ver, hash, in, trig, status, seq, rev, out, fail, concKey, concLimit)
 	var won []string
 	if len(keyed) > 0 {
 		queueKeys(first, runs, keys, keyed, &won)
@@ -194,6 +200,40 @@ func (s *RunStore) dispatch(ctx context.Context, runs []run.NewRun, keys []strin
 		s.events.Publish(held)
 	}
 	return nil
+}
+
+// queueDefinitions queues the insert of the runs' definitions into run_definitions, each
+// distinct (organization, workflow, hash) once, where it is not stored yet (0015): a run names
+// its definition by its hash. They go in key order, so two batches that insert the same new
+// definitions wait for each other in the same order and never deadlock.
+func queueDefinitions(b *pgx.Batch, runs []run.NewRun, hash [][]byte) {
+	type key struct {
+		org, wf string
+		hash    []byte
+	}
+	keys := make([]key, 0, 1)
+	defs := make([]string, 0, 1)
+	for i, r := range runs {
+		k := key{r.OrganizationID, r.WorkflowID, hash[i]}
+		if slices.ContainsFunc(keys, func(o key) bool { return o.org == k.org && o.wf == k.wf && bytes.Equal(o.hash, k.hash) }) {
+			continue
+		}
+		keys, defs = append(keys, k), append(defs, string(r.Definition))
+	}
+	idx := make([]int, len(keys))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortFunc(idx, func(a, b int) int {
+		return cmp.Or(cmp.Compare(keys[a].org, keys[b].org), cmp.Compare(keys[a].wf, keys[b].wf), bytes.Compare(keys[a].hash, keys[b].hash))
+	})
+	org, wf, h, def := make([]string, len(idx)), make([]string, len(idx)), make([][]byte, len(idx)), make([]string, len(idx))
+	for j, i := range idx {
+		org[j], wf[j], h[j], def[j] = keys[i].org, keys[i].wf, keys[i].hash, defs[i]
+	}
+	b.Queue(`INSERT INTO run_definitions (organization_id, workflow_id, hash, definition)
+		SELECT org, wf, hash, def::jsonb FROM unnest($1::text[], $2::text[], $3::bytea[], $4::text[]) WITH ORDINALITY AS d(org, wf, hash, def, n)
+		ORDER BY n ON CONFLICT (organization_id, workflow_id, hash) DO NOTHING`, org, wf, h, def)
 }
 
 // committed checks that the dispatch's COMMIT ended the transaction, then lets the runs ended

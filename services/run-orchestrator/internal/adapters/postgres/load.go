@@ -81,7 +81,7 @@ func queueLock(b *pgx.Batch, runID string, jobID int64, c *Cache, dst *lockRow) 
 			})
 	} else {
 		b.Queue(`SELECT r.status, r.change_seq, r.state_rev, (SELECT j.state::text FROM river_job j WHERE j.id = $2),
-				r.organization_id, r.workflow_id, r.definition, r.input, r.concurrency_key, r.concurrency_limit, r.admitted
+				r.organization_id, r.workflow_id, `+definitionColumn+`, r.input, r.concurrency_key, r.concurrency_limit, r.admitted
 			FROM runs r WHERE r.id = $1 FOR UPDATE OF r`, runID, jobID).
 			QueryRow(func(row pgx.Row) error {
 				return row.Scan(&dst.status, &dst.seq, &dst.stateRev, &dst.jobState, &dst.org, &dst.workflowID, &dst.definition, &dst.input,

@@ -28,7 +28,13 @@ func NewRunReader(pool *pgxpool.Pool) *RunReader {
 	return &RunReader{pool: pool}
 }
 
-const runColumns = `r.id, r.organization_id, r.workflow_id, r.workflow_version, r.definition, r.status, r.input, r.output, r.error, r.trigger,
+// definitionColumn is the run r's pinned definition, stored once in run_definitions
+// (0015_run_history_bytes.sql); NULL if it is missing, which the engine reads as a run it
+// cannot read.
+const definitionColumn = `(SELECT d.definition FROM run_definitions d
+	WHERE d.organization_id = r.organization_id AND d.workflow_id = r.workflow_id AND d.hash = r.definition_hash)`
+
+const runColumns = `r.id, r.organization_id, r.workflow_id, r.workflow_version, ` + definitionColumn + `, r.status, r.input, r.output, r.error, r.trigger,
 	r.created_at, r.started_at, r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name`
 
 // waitJoin joins the run's oldest wait (a waiting run's, as w).
@@ -147,8 +153,39 @@ func toQueued(raw []byte) (*run.Queued, error) {
 const runBytes = `(octet_length(r.input::text) + coalesce(octet_length(r.output::text), 0) + coalesce(octet_length(r.error::text), 0)
 	+ octet_length(r.trigger::text) + 512)::bigint`
 
-// runFilter is a list's filter: $1 organization, $2 workflow ("" any), $3 status ("" any).
-const runFilter = `r.organization_id = $1 AND ($2 = '' OR r.workflow_id = $2) AND ($3 = '' OR r.status = $3)`
+// runFilter is a list's filter: $1 organization, $2 workflow ("" any), $3 status ("" any). Each
+// combination of filters has a statement of its own, in which a filter that is set is a plain
+// equality: a statement that left the choice to its parameters (`$2 = ” OR r.workflow_id =
+// $2`) gets a generic plan once prepared, which cannot use the workflow's or the status's index,
+// and walks the whole organization to fill a page of a rare status (docs/QUERY_PLANS.md). An
+// unset filter still names its parameter, as a constant condition.
+func runFilter(wf, status bool) string {
+	f := `r.organization_id = $1`
+	if wf {
+		f += ` AND r.workflow_id = $2`
+	} else {
+		f += ` AND $2::text = ''`
+	}
+	if status {
+		f += ` AND r.status = $3`
+	} else {
+		f += ` AND $3::text = ''`
+	}
+	return f
+}
+
+// listQueries are listQuery for each combination of filters and of a cursor ($4, likewise a
+// bound on the index only when it is one in the statement): [workflow set][status set][after
+// set].
+var listQueries = func() (q [2][2][2]string) { //nolint:gochecknoglobals // constant statements
+	for wf := range 2 {
+		for st := range 2 {
+			q[wf][st][0] = listQuery(runFilter(wf == 1, st == 1), `$4::text = ''`)
+			q[wf][st][1] = listQuery(runFilter(wf == 1, st == 1), `r.id < $4`)
+		}
+	}
+	return q
+}()
 
 // listQuery walks the organization's runs newest first, one index step at a time, adding up
 // their sizes, and stops after the first run past the page: the limit ($5) or the byte budget
@@ -157,9 +194,10 @@ const runFilter = `r.organization_id = $1 AND ($2 = '' OR r.workflow_id = $2) AN
 // database nor this process handles more than the budget and one run, however large the runs
 // and the limit. The walk's length tells whether runs follow the page. A list sends no
 // definition: it is not read.
-const listQuery = `WITH RECURSIVE walk AS (
+func listQuery(runFilter, after string) string {
+	return `WITH RECURSIVE walk AS (
 	(SELECT r.id, 1 AS n, ` + runBytes + ` AS total FROM runs r
-		WHERE ` + runFilter + ` AND ($4 = '' OR r.id < $4) ORDER BY r.id DESC LIMIT 1)
+		WHERE ` + runFilter + ` AND ` + after + ` ORDER BY r.id DESC LIMIT 1)
 	UNION ALL
 	SELECT nx.id, p.n + 1, p.total + nx.size FROM walk p CROSS JOIN LATERAL (
 		SELECT r.id, ` + runBytes + ` AS size FROM runs r WHERE ` + runFilter + ` AND r.id < p.id ORDER BY r.id DESC LIMIT 1) nx
@@ -169,11 +207,13 @@ SELECT r.id, r.organization_id, r.workflow_id, r.workflow_version, NULL::jsonb, 
 	r.created_at, r.started_at, r.finished_at, w.block_id, w.kind, w.wake_at, w.signal_name, (SELECT max(n) FROM walk)
 FROM walk p JOIN runs r ON r.id = p.id` + waitJoin + `
 WHERE p.n <= $5 AND (p.n = 1 OR p.total <= $6) ORDER BY r.id DESC`
+}
 
 // List returns org's runs newest first, filtered, after the id f.After: at most f.Limit, and
 // no more than fit in maxBytes (at least one). More says whether runs follow the page.
 func (s *RunReader) List(ctx context.Context, org string, f run.ListFilter, maxBytes int64) (port.RunPage, error) {
-	rows, err := s.pool.Query(ctx, listQuery, org, f.WorkflowID, string(f.Status), f.After, f.Limit, maxBytes)
+	q := listQueries[b2i(f.WorkflowID != "")][b2i(f.Status != "")][b2i(f.After != "")]
+	rows, err := s.pool.Query(ctx, q, org, f.WorkflowID, string(f.Status), f.After, f.Limit, maxBytes)
 	if err != nil {
 		return port.RunPage{}, fmt.Errorf("list runs: %w", err)
 	}
@@ -374,6 +414,13 @@ func readStatuses(br pgx.BatchResults) ([]run.StatusChange, error) {
 		out = append(out, c)
 	}
 	return out, rows.Err()
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // withExtra scans the run's columns and then extra ones.

@@ -42,8 +42,10 @@ func TestRunReaderPages(t *testing.T) {
 	addRun := func(t *testing.T, b *testBundle, wf string, status run.Status, in, out, defBytes int) string {
 		t.Helper()
 		id := wire.NewID(wire.Run)
-		_, err := b.pool.Exec(t.Context(), `INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition, status, input, output, trigger)
-			VALUES ($1, $2, $3, 1, jsonb_build_object('pad', $4::text), $5, $6, $7, '{"kind":"manual"}')`,
+		_, err := b.pool.Exec(t.Context(), `WITH d AS (INSERT INTO run_definitions (organization_id, workflow_id, hash, definition)
+				VALUES ($2, $3, sha256(convert_to($4, 'UTF8')), jsonb_build_object('pad', $4::text)) ON CONFLICT DO NOTHING)
+			INSERT INTO runs (id, organization_id, workflow_id, workflow_version, definition_hash, status, input, output, trigger)
+			VALUES ($1, $2, $3, 1, sha256(convert_to($4, 'UTF8')), $5, $6, $7, '{"kind":"manual"}')`,
 			id, b.org, wf, strings.Repeat("d", defBytes), string(status), blob(in), blob(out))
 		require.NoError(t, err)
 		return id

@@ -44,7 +44,12 @@ func (s *RunStore) queueWrites(b *pgx.Batch, l *Locked, o *run.Outcome) (int64, 
 		return l.rev, nil
 	}
 	rev := l.rev + 1
-	if len(o.Changed) > 0 {
+	switch {
+	case o.Finish != nil && !l.inserted:
+		// A run that is over keeps no block rows (0015_run_history_bytes.sql).
+		b.Queue(`DELETE FROM run_blocks WHERE run_id = $1`, r.ID)
+	case o.Finish != nil: // inserted as it ended: it has none
+	case len(o.Changed) > 0:
 		if err := queueBlocks(b, r, o.Changed, rev); err != nil {
 			return 0, err
 		}

@@ -1,0 +1,285 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"svc.dev/libs/wire"
+	"svc.dev/tools/bench/histload"
+)
+
+// depth measures the API on an empty database and again once it holds millions of finished
+// runs (-depth-runs, 5 million by default), in one run: starts at 200/s, GET /api/runs/:id, the
+// first and a deep page of GET /api/runs (by organization, ?workflowId=, ?status=), a page of
+// logs and the organization's stream's connect. Target: every latency of the loaded database
+// within 1.2× of the empty one's.
+//
+// The empty database is the one the system starts on (use a fresh one: SVC_DATABASE_URL, or
+// -database-url with -no-system). The scenario starts its own runs there first (the start
+// phase), so the lists have pages to walk; then histload fills the database with finished runs
+// older than those, a fifth of them the scenario's own organization's (on its two workflows
+// and four made-up ones) and the rest spread over three large and two hundred small
+// organizations, and the same requests are measured again. A deep page is reached by a cursor
+// on the run at the middle of the list (at most 500,000 runs down), as a client paging that far
+// would hold; bench makes the cursor itself (wire's cursor encoding). A database that already
+// holds -depth-runs runs is not loaded again.
+//
+// It runs only when named (-scenario depth): the load writes gigabytes.
+type depth struct{}
+
+func (depth) Name() string         { return "depth" }
+func (depth) DefaultRate() float64 { return 200 }
+func (depth) ByNameOnly() bool     { return true }
+
+// depthReadRate is the rate of each read phase.
+const depthReadRate = 100
+
+// depthTarget is one request the scenario measures on both databases.
+type depthTarget struct {
+	name string
+	url  func(d *depthState) string
+}
+
+// depthState is what the targets need of the database as it stands.
+type depthState struct {
+	gateway, org, wfSmall, wfLarge string
+	runID                          string // a finished run of wfLarge
+	deepOrg, deepWf, deepStatus    string // cursors
+	deepFailed                     string
+}
+
+func (d *depthState) list(q url.Values) string { return d.gateway + "/api/runs?" + q.Encode() }
+
+func depthTargets() []depthTarget {
+	return []depthTarget{
+		{"GET /api/runs/:id", func(d *depthState) string { return d.gateway + "/api/runs/" + d.runID }},
+		{"GET /api/runs/:id?include=workflow", func(d *depthState) string { return d.gateway + "/api/runs/" + d.runID + "?include=workflow" }},
+		{"GET /api/runs/:id/logs", func(d *depthState) string { return d.gateway + "/api/runs/" + d.runID + "/logs" }},
+		{"list by organization, first page", func(d *depthState) string { return d.list(url.Values{}) }},
+		{"list by organization, deep page", func(d *depthState) string { return d.list(url.Values{"after": {d.deepOrg}}) }},
+		{"list ?workflowId=, first page", func(d *depthState) string { return d.list(url.Values{"workflowId": {d.wfLarge}}) }},
+		{"list ?workflowId=, deep page", func(d *depthState) string {
+			return d.list(url.Values{"workflowId": {d.wfLarge}, "after": {d.deepWf}})
+		}},
+		{"list ?status=completed, first page", func(d *depthState) string { return d.list(url.Values{"status": {"completed"}}) }},
+		{"list ?status=completed, deep page", func(d *depthState) string {
+			return d.list(url.Values{"status": {"completed"}, "after": {d.deepStatus}})
+		}},
+		{"list ?status=failed, first page", func(d *depthState) string { return d.list(url.Values{"status": {"failed"}}) }},
+		{"list ?status=failed, deep page", func(d *depthState) string {
+			return d.list(url.Values{"status": {"failed"}, "after": {d.deepFailed}})
+		}},
+	}
+}
+
+func (s depth) Run(ctx context.Context, env Env) ([]Result, error) {
+	pool, err := pgxpool.New(ctx, env.DatabaseURL)
+	if err != nil {
+		return nil, fmt.Errorf("setup: the system's database (-database-url): %w", err)
+	}
+	defer pool.Close()
+	acct, err := signUp(ctx, env, s.Name())
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	d := &depthState{gateway: env.GatewayURL, org: acct.organizationID}
+	if d.wfSmall, err = buildChain(ctx, keyed, "bench-depth-2", 2); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	if d.wfLarge, err = buildChain(ctx, keyed, "bench-depth-10", 10); err != nil {
+		return nil, fmt.Errorf("setup: %w", err)
+	}
+	// Runs of the larger workflow, some failed (a cancel of a run that ended at dispatch is
+	// refused, so the failures are started as such: an input the trigger refuses is a 400, not
+	// a run; the failed ones come from the load alone).
+	for range 200 {
+		if _, err := startRun(ctx, keyed, d.wfLarge); err != nil {
+			return nil, fmt.Errorf("setup: %w", err)
+		}
+	}
+	var out []Result
+	for _, stage := range []string{"empty", "loaded"} {
+		if stage == "loaded" {
+			if err := depthLoad(ctx, env, pool, d); err != nil {
+				return out, err
+			}
+		}
+		res, err := depthMeasure(ctx, env, pool, d, acct, stage)
+		out = append(out, res...)
+		if err != nil {
+			return out, err
+		}
+	}
+	// A retention sweep's rate while starts continue at 200/s goes here once the sweep is
+	// merged: delete the finished runs older than a cut-off on the loaded database while the
+	// start phase runs again, and report runs deleted per second beside the starts' p50/p99.
+	return out, depthFindings(out)
+}
+
+// depthLoad fills the database unless it already holds env.DepthRuns runs.
+func depthLoad(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState) error {
+	var have int64
+	if err := pool.QueryRow(ctx, `SELECT reltuples::bigint FROM pg_class WHERE oid = 'orchestrator.runs'::regclass`).Scan(&have); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	if have >= int64(env.DepthRuns) {
+		env.Log("  the database holds about %d runs already: not loaded again", have)
+		return nil
+	}
+	var oldest time.Time
+	if err := pool.QueryRow(ctx, `SELECT min(created_at) FROM orchestrator.runs WHERE organization_id = $1`, d.org).Scan(&oldest); err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	cfg := histload.Config{
+		Runs:  env.DepthRuns,
+		Orgs:  []histload.Org{{ID: d.org, Share: 0.2, Workflows: []string{d.wfLarge, d.wfSmall, "wf_other_a", "wf_other_b", "wf_other_c", "wf_other_d"}}},
+		Until: oldest.Add(-time.Second),
+		Log:   env.Log,
+	}
+	env.Log("  loading %d finished runs ...", cfg.Runs)
+	st, err := histload.Load(ctx, pool, cfg)
+	if err != nil {
+		return fmt.Errorf("load: %w", err)
+	}
+	env.Log("  loaded %d runs, %d attempts, %d statuses, %d keys in %s (%.0f runs/s)", st.Runs, st.Attempts, st.Statuses, st.Keys,
+		st.Took.Round(time.Second), st.Rate())
+	began := time.Now()
+	if _, err := pool.Exec(ctx, `VACUUM ANALYZE orchestrator.runs, orchestrator.step_attempts, orchestrator.run_statuses, orchestrator.idempotency_keys`); err != nil {
+		return fmt.Errorf("load: vacuum: %w", err)
+	}
+	env.Log("  VACUUM ANALYZE took %s", time.Since(began).Round(time.Second))
+	return nil
+}
+
+// depthCursor is the cursor of the list (org's, filtered) at its middle run, at most 500,000
+// down: what a client paging that deep would send.
+func depthCursor(ctx context.Context, pool *pgxpool.Pool, org, wf, status string) (string, error) {
+	var n int64
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM orchestrator.runs WHERE organization_id = $1 AND ($2 = '' OR workflow_id = $2)
+		AND ($3 = '' OR status = $3)`, org, wf, status).Scan(&n); err != nil {
+		return "", err
+	}
+	var id string
+	err := pool.QueryRow(ctx, `SELECT id FROM orchestrator.runs WHERE organization_id = $1 AND ($2 = '' OR workflow_id = $2)
+		AND ($3 = '' OR status = $3) ORDER BY id DESC OFFSET $4 LIMIT 1`, org, wf, status, min(n/2, 500_000)).Scan(&id)
+	if err == pgx.ErrNoRows {
+		// An empty list: any run id as the position (the page is empty too).
+		id = "run_0"
+	} else if err != nil {
+		return "", err
+	}
+	return wire.ListRule("runs").Scoped(org, wf, status).EncodeCursor(id), nil
+}
+
+func depthMeasure(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState, acct account, stage string) ([]Result, error) {
+	var out []Result
+	// Starts first, on the 2-block workflow.
+	start := Target{
+		Method: http.MethodPost, URL: env.GatewayURL + "/api/workflows/" + d.wfSmall + "/run",
+		Header: http.Header{"X-Api-Key": {acct.key}, "Content-Type": {"application/json"}},
+		Body:   []byte(`{}`), Expect: http.StatusAccepted, Check: runStarted, Per: "run",
+	}
+	env.Log("  %s: POST /run at %g/s", stage, env.Rate)
+	st, err := env.Generator.Run(ctx, env.phase(start))
+	if err != nil {
+		return out, err
+	}
+	out = append(out, Result{Scenario: "depth", Phase: stage + ": POST /run (202)", Stats: st})
+	var err2 error
+	if err2 = pool.QueryRow(ctx, `SELECT id FROM orchestrator.runs WHERE organization_id = $1 AND workflow_id = $2 AND status = 'completed'
+		ORDER BY id DESC LIMIT 1`, d.org, d.wfLarge).Scan(&d.runID); err2 != nil {
+		return out, fmt.Errorf("a run to read: %w", err2)
+	}
+	for _, c := range []struct {
+		dst        *string
+		wf, status string
+	}{{&d.deepOrg, "", ""}, {&d.deepWf, d.wfLarge, ""}, {&d.deepStatus, "", "completed"}, {&d.deepFailed, "", "failed"}} {
+		if *c.dst, err = depthCursor(ctx, pool, d.org, c.wf, c.status); err != nil {
+			return out, fmt.Errorf("a deep cursor: %w", err)
+		}
+	}
+	for _, t := range depthTargets() {
+		target := Target{Method: http.MethodGet, URL: t.url(d), Header: http.Header{"X-Api-Key": {acct.key}}, Expect: http.StatusOK}
+		ph := env.phase(target)
+		ph.Rate = depthReadRate
+		env.Log("  %s: %s at %d/s", stage, t.name, depthReadRate)
+		st, err := env.Generator.Run(ctx, ph)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, Result{Scenario: "depth", Phase: stage + ": " + t.name, Stats: st})
+	}
+	// The organization's stream: time to its answer's headers, one connect at a time.
+	st, err = streamConnects(ctx, env, acct, 50)
+	if err != nil {
+		return out, err
+	}
+	out = append(out, Result{Scenario: "depth", Phase: stage + ": GET /api/runs/events connect (sequential, to headers)", Stats: st})
+	return out, nil
+}
+
+// streamConnects opens the organization's stream n times, one after another, and measures
+// each until its 200's headers.
+func streamConnects(ctx context.Context, env Env, acct account, n int) (Stats, error) {
+	client := newStreamClient()
+	var lat []time.Duration
+	failures := 0
+	firstErr := ""
+	began := time.Now()
+	for range n {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.GatewayURL+"/api/runs/events", nil)
+		if err != nil {
+			return Stats{}, err
+		}
+		req.Header.Set("X-Api-Key", acct.key)
+		req.Header.Set("Accept", "text/event-stream")
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		switch {
+		case err != nil:
+			failures++
+			firstErr = err.Error()
+		case resp.StatusCode != http.StatusOK:
+			failures++
+			firstErr = resp.Status
+			resp.Body.Close()
+		default:
+			lat = append(lat, time.Since(t0))
+			resp.Body.Close()
+		}
+	}
+	return sequentialStats(lat, failures, firstErr, time.Since(began)), nil
+}
+
+// depthFindings puts each loaded row beside its empty one: the ratio of p50 and p99, against
+// the 1.2× target.
+func depthFindings(rows []Result) error {
+	empty := map[string]Stats{}
+	for _, r := range rows {
+		if len(r.Phase) > 7 && r.Phase[:7] == "empty: " {
+			empty[r.Phase[7:]] = r.Stats
+		}
+	}
+	for i, r := range rows {
+		if len(r.Phase) <= 8 || r.Phase[:8] != "loaded: " {
+			continue
+		}
+		e, ok := empty[r.Phase[8:]]
+		if !ok || e.P50 == 0 || e.P99 == 0 {
+			continue
+		}
+		p50, p99 := float64(r.P50)/float64(e.P50), float64(r.P99)/float64(e.P99)
+		rows[i].Note = fmt.Sprintf("%s: loaded/empty p50 %.2f×, p99 %.2f× (target ≤ 1.2×: %s).", r.Phase[8:], p50, p99, verdict(p50 <= 1.2 && p99 <= 1.2))
+	}
+	return nil
+}
