@@ -1,6 +1,10 @@
 package service
 
-import "context"
+import (
+	"context"
+
+	"svc.dev/services/run-orchestrator/internal/app/command"
+)
 
 // StopWorking stops the replica's job workers and wait timers: it executes no run any more,
 // while its HTTP surface, its streams and its listener go on (tests: a replica serving the
@@ -21,3 +25,8 @@ func (a *Application) StopListening() {
 // NotifiesOthers says whether the replica's commits are being notified to other replicas
 // (another live replica reported streams open at this replica's last heartbeat).
 func (a *Application) NotifiesOthers() bool { return a.engine.notifier.Notifying() }
+
+// SweepRetention runs one retention sweep now, as the replica's background loop does.
+func (a *Application) SweepRetention(ctx context.Context) (command.SweepResult, error) {
+	return a.sweeper.sweep.Handle(ctx)
+}

@@ -11,8 +11,8 @@ import (
 )
 
 // sweeper runs the retention sweep every interval on this replica, the first one at a random
-// point of the first interval so that replicas started together do not sweep in step. It logs
-// one line per sweep.
+// point of the second half of the first interval so that replicas started together do not
+// sweep in step. It logs one line per sweep.
 type sweeper struct {
 	sweep    command.SweepRetentionHandler
 	interval time.Duration
@@ -32,7 +32,7 @@ func (s *sweeper) start() {
 	s.done.Add(1)
 	go func() {
 		defer s.done.Done()
-		wait := rand.N(s.interval) //nolint:gosec // spreading replicas' sweeps needs no secure randomness
+		wait := s.interval/2 + rand.N(s.interval/2+1) //nolint:gosec // spreading replicas' sweeps needs no secure randomness
 		for {
 			t := time.NewTimer(wait)
 			select {
@@ -49,7 +49,7 @@ func (s *sweeper) start() {
 
 func (s *sweeper) run(ctx context.Context) {
 	res, err := s.sweep.Handle(ctx)
-	attrs := []any{"deleted", res.Deleted, "batches", res.Batches, "caught_up", res.CaughtUp, "took_ms", res.Took.Milliseconds()}
+	attrs := []any{"deleted", res.Deleted, "definitions_deleted", res.Definitions, "batches", res.Batches, "caught_up", res.CaughtUp, "took_ms", res.Took.Milliseconds()}
 	switch {
 	case err != nil && ctx.Err() == nil:
 		s.log.Warn("retention sweep failed; the next one goes on", append(attrs, "err", err)...)

@@ -131,6 +131,12 @@ func (b *testBundle) do(t testing.TB, method, path string, body any, hdr ...stri
 
 func (b *testBundle) doAs(t testing.TB, org, method, path string, body any, hdr ...string) response {
 	t.Helper()
+	return b.doWith(t, internalauth.Identity{UserID: "usr_test", OrganizationID: org, AuthMode: internalauth.ModeSession}, method, path, body, hdr...)
+}
+
+// doWith sends the request on behalf of id, signed as the gateway signs it.
+func (b *testBundle) doWith(t testing.TB, id internalauth.Identity, method, path string, body any, hdr ...string) response {
+	t.Helper()
 	var rd io.Reader
 	if raw, ok := body.(rawBody); ok {
 		rd = strings.NewReader(string(raw))
@@ -140,7 +146,7 @@ func (b *testBundle) doAs(t testing.TB, org, method, path string, body any, hdr 
 		rd = bytes.NewReader(raw)
 	}
 	// The identity rides on the context; internalauth.Transport signs it as the gateway does.
-	ctx := internalauth.WithIdentity(t.Context(), internalauth.Identity{UserID: "usr_test", OrganizationID: org, AuthMode: internalauth.ModeSession})
+	ctx := internalauth.WithIdentity(t.Context(), id)
 	req, err := http.NewRequestWithContext(ctx, method, b.sys.url+path, rd)
 	require.NoError(t, err)
 	for i := 0; i+1 < len(hdr); i += 2 {

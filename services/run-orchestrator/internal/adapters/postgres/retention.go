@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -93,3 +94,66 @@ func (s *Retention) DeleteExpired(ctx context.Context, server time.Duration, lim
 	}
 	return int(a.RowsAffected() + b.RowsAffected()), nil
 }
+
+// DeleteUnusedDefinitions removes the stored definitions of the workflows none of whose runs
+// is left (0015_run_history_bytes.sql: runs do not hold a foreign key to their definition).
+// Definitions of a workflow that still has runs stay until its last run is deleted, so their
+// number is bounded by the versions run within the retention period.
+//
+// A dispatch inserts its definition (ON CONFLICT DO NOTHING: usually it is stored already) in
+// its runs' transaction. To never remove a definition whose run is being dispatched, the
+// delete runs under a SHARE lock on run_definitions: it waits for the dispatches in flight,
+// whose runs it then sees, and holds new ones back while it deletes. Only the candidates found
+// beforehand without a lock are checked under it, so the lock lasts a few index probes; it
+// waits for the lock at most lockWait, and a sweep that could not take it leaves the work to
+// the next one. It returns how many definitions it removed.
+func (s *Retention) DeleteUnusedDefinitions(ctx context.Context) (int, error) {
+	rows, err := s.pool.Query(ctx, `SELECT DISTINCT organization_id, workflow_id FROM run_definitions d
+		WHERE NOT EXISTS (SELECT 1 FROM runs r WHERE r.organization_id = d.organization_id AND r.workflow_id = d.workflow_id)
+		LIMIT 1000`)
+	if err != nil {
+		return 0, fmt.Errorf("find unused definitions: %w", err)
+	}
+	var orgs, workflows []string
+	for rows.Next() {
+		var o, w string
+		if err := rows.Scan(&o, &w); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("find unused definitions: %w", err)
+		}
+		orgs, workflows = append(orgs, o), append(workflows, w)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("find unused definitions: %w", err)
+	}
+	if len(orgs) == 0 {
+		return 0, nil
+	}
+	var n int64
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL lock_timeout = '`+lockWait+`'`); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `LOCK TABLE run_definitions IN SHARE MODE`); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, `DELETE FROM run_definitions d
+			USING unnest($1::text[], $2::text[]) AS c(org, wf)
+			WHERE d.organization_id = c.org AND d.workflow_id = c.wf
+			  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.organization_id = c.org AND r.workflow_id = c.wf)`, orgs, workflows)
+		n = tag.RowsAffected()
+		return err
+	})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "55P03" { // lock_not_available: dispatches kept it busy
+		return 0, nil
+	}
+	if err != nil {
+		return 0, fmt.Errorf("delete unused definitions: %w", err)
+	}
+	return int(n), nil
+}
+
+// lockWait is how long the definitions' cleanup waits for its lock (for the dispatches in
+// flight to commit) before it leaves the work to the next sweep.
+const lockWait = "200ms"

@@ -38,6 +38,8 @@ type SweepConfig struct {
 // SweepResult is what one sweep did.
 type SweepResult struct {
 	Deleted, Batches int
+	// Definitions is how many stored definitions went with the last runs that named them.
+	Definitions int
 	// CaughtUp says the last batch was not full: no run was past its period when it ran.
 	CaughtUp bool
 	Took     time.Duration
@@ -83,12 +85,18 @@ func (h SweepRetentionHandler) Handle(ctx context.Context) (SweepResult, error) 
 		if err != nil {
 			return res, port.StoreError(err)
 		}
-		if n < h.cfg.Batch {
-			res.CaughtUp = true
-			return res, nil
-		}
-		if res.Took >= h.cfg.Budget || ctx.Err() != nil {
-			return res, ctx.Err()
+		if n < h.cfg.Batch || res.Took >= h.cfg.Budget || ctx.Err() != nil {
+			res.CaughtUp = n < h.cfg.Batch
+			break
 		}
 	}
+	if res.Deleted > 0 && ctx.Err() == nil {
+		d, err := h.store.DeleteUnusedDefinitions(ctx)
+		res.Definitions = d
+		res.Took = time.Since(start)
+		if err != nil {
+			return res, port.StoreError(err)
+		}
+	}
+	return res, ctx.Err()
 }

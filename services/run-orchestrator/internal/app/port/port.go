@@ -128,4 +128,7 @@ type RetentionStore interface {
 	// finished runs past the server's period and at most limit past their organization's
 	// shorter one, skipping runs another sweep holds; it returns how many it deleted.
 	DeleteExpired(ctx context.Context, server time.Duration, limit int) (int, error)
+	// DeleteUnusedDefinitions removes stored definitions no run names any longer, without
+	// ever removing one a dispatch in flight uses; it returns how many it removed.
+	DeleteUnusedDefinitions(ctx context.Context) (int, error)
 }
