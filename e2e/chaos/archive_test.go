@@ -55,7 +55,9 @@ func (s *stack) keep(ctx context.Context, a *archive) error {
 		}
 	}
 	// Attempts and signals are read after the listing: a run listed finished has all of its
-	// attempts and consumed signals by now.
+	// attempts and consumed signals by now. A run the sweep deleted in between is read no
+	// more; an earlier pass saw it (a run is kept for minutes after it ends, a pass runs
+	// every interval).
 	lost := map[string]int{}
 	rows, err := s.db.Query(ctx, `SELECT run_id, block_id, count(*) FROM orchestrator.step_attempts WHERE status = 'lost' GROUP BY 1, 2`)
 	if err != nil {
@@ -71,43 +73,30 @@ func (s *stack) keep(ctx context.Context, a *archive) error {
 		lost[run+"/"+blk] = n
 	}
 	rows.Close()
+	// One statement, so one snapshot: a run the sweep deletes meanwhile is missing from the
+	// answer rather than read half gone (its signals seen, its attempts not).
 	signals := map[string]signalState{}
-	rows, err = s.db.Query(ctx, `SELECT s.run_id, s.id, s.consumed_by IS NOT NULL FROM orchestrator.signals s WHERE s.run_id = ANY($1)`, signalRuns)
+	rows, err = s.db.Query(ctx, `SELECT r.id,
+			coalesce((SELECT jsonb_object_agg(g.id, g.consumed_by IS NOT NULL) FROM orchestrator.signals g WHERE g.run_id = r.id), '{}'),
+			(SELECT count(*) FROM orchestrator.step_attempts a WHERE a.run_id = r.id AND a.block_id = 'gate' AND a.status = 'succeeded')
+		FROM orchestrator.runs r WHERE r.id = ANY($1)`, signalRuns)
 	if err != nil {
 		return fmt.Errorf("signals: %w", err)
 	}
 	for rows.Next() {
-		var run, sid string
-		var c bool
-		if err := rows.Scan(&run, &sid, &c); err != nil {
+		var run string
+		var stored map[string]bool
+		var st signalState
+		if err := rows.Scan(&run, &stored, &st.waits); err != nil {
 			rows.Close()
 			return fmt.Errorf("signals: %w", err)
 		}
-		st := signals[run]
-		if st.consumed == nil {
-			st.consumed = map[string]bool{}
+		st.stored, st.consumed = len(stored), map[string]bool{}
+		for sid, c := range stored {
+			if c {
+				st.consumed[sid] = true
+			}
 		}
-		st.stored++
-		if c {
-			st.consumed[sid] = true
-		}
-		signals[run] = st
-	}
-	rows.Close()
-	rows, err = s.db.Query(ctx, `SELECT run_id, count(*) FROM orchestrator.step_attempts
-		WHERE run_id = ANY($1) AND block_id = 'gate' AND status = 'succeeded' GROUP BY 1`, signalRuns)
-	if err != nil {
-		return fmt.Errorf("signal waits: %w", err)
-	}
-	for rows.Next() {
-		var run string
-		var n int
-		if err := rows.Scan(&run, &n); err != nil {
-			rows.Close()
-			return fmt.Errorf("signal waits: %w", err)
-		}
-		st := signals[run]
-		st.waits = n
 		signals[run] = st
 	}
 	rows.Close()
@@ -125,8 +114,8 @@ func (s *stack) keep(ctx context.Context, a *archive) error {
 	for k, n := range lost {
 		a.lost[k] = max(a.lost[k], n)
 	}
-	for _, id := range signalRuns {
-		a.signals[id] = signals[id]
+	for id, st := range signals {
+		a.signals[id] = st
 	}
 	return nil
 }

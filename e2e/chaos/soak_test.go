@@ -138,11 +138,15 @@ type sample struct {
 	// holds, the longest open transaction (s) and the sessions idle in a transaction. A
 	// horizon held back keeps vacuum from removing dead rows anywhere in the database.
 	xminAge, longestXact, idleInXact int64
+	// jobHeap and jobIndexes are river_job's heap and each of its indexes (pg_relation_size),
+	// to tell which part of the table grows.
+	jobHeap    int64
+	jobIndexes map[string]int64
 }
 
 func (s *stack) sample(ctx context.Context, at time.Duration) sample {
 	out := sample{at: at, rssKB: map[string]int64{}, goroutines: map[string]int64{}, sockets: map[string]int64{},
-		pgConns: map[string]int64{}, tables: map[string]int64{}}
+		pgConns: map[string]int64{}, tables: map[string]int64{}, jobIndexes: map[string]int64{}}
 	for _, role := range s.roles() {
 		p := s.proc(role)
 		out.rssKB[role] = rssKB(p.Pid())
@@ -181,6 +185,19 @@ func (s *stack) sample(ctx context.Context, at time.Duration) sample {
 	_ = s.db.QueryRow(ctx, `SELECT coalesce(max(age(backend_xmin)), 0), coalesce(max(extract(epoch FROM now() - xact_start))::bigint, 0),
 			count(*) FILTER (WHERE state LIKE 'idle in transaction%')
 		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&out.xminAge, &out.longestXact, &out.idleInXact)
+	_ = s.db.QueryRow(ctx, `SELECT pg_relation_size('orchestrator.river_job')`).Scan(&out.jobHeap)
+	rows, err = s.db.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'orchestrator.river_job'::regclass`)
+	if err == nil {
+		for rows.Next() {
+			var name string
+			var n int64
+			if rows.Scan(&name, &n) == nil {
+				out.jobIndexes[name] = n
+			}
+		}
+		rows.Close()
+	}
 	return out
 }
 
@@ -201,7 +218,11 @@ func (sm sample) line() string {
 			fmt.Fprintf(&b, " %s=%d", strings.TrimPrefix(tb, "orchestrator."), n/1024)
 		}
 	}
-	fmt.Fprintf(&b, "; river_job rows live=%d dead=%d finished=%d autovacuums=%d (last %ds ago); xmin age=%d, longest xact %ds, idle in xact %d",
+	fmt.Fprintf(&b, "; river_job heap=%d", sm.jobHeap/1024)
+	for _, ix := range slices.Sorted(maps.Keys(sm.jobIndexes)) {
+		fmt.Fprintf(&b, " %s=%d", strings.TrimPrefix(ix, "river_job_"), sm.jobIndexes[ix]/1024)
+	}
+	fmt.Fprintf(&b, "; rows live=%d dead=%d finished=%d autovacuums=%d (last %ds ago); xmin age=%d, longest xact %ds, idle in xact %d",
 		sm.jobLive, sm.jobDead, sm.doneJobs, sm.jobVacuums, sm.jobVacuumAgo, sm.xminAge, sm.longestXact, sm.idleInXact)
 	return b.String()
 }
@@ -235,6 +256,10 @@ func tableReport(samples []sample) string {
 		if _, ok := last.tables[tb]; ok {
 			row(tb+" (KiB)", func(sm sample) int64 { return sm.tables[tb] / 1024 })
 		}
+	}
+	row("river_job heap (KiB)", func(sm sample) int64 { return sm.jobHeap / 1024 })
+	for _, ix := range slices.Sorted(maps.Keys(last.jobIndexes)) {
+		row(ix+" (KiB)", func(sm sample) int64 { return sm.jobIndexes[ix] / 1024 })
 	}
 	row("river_job live rows", func(sm sample) int64 { return sm.jobLive })
 	row("river_job dead rows", func(sm sample) int64 { return sm.jobDead })
