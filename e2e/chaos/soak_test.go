@@ -46,7 +46,10 @@ func TestSoak(t *testing.T) {
 		}
 	}
 
-	s := setup(t, stackOptions{pprof: true, logLevel: "warn"})
+	s := setup(t, stackOptions{pprof: true, logLevel: "warn", orchestrator: map[string]string{
+		"SVC_RUN_RETENTION": soakRetention.String(), "SVC_RETENTION_SWEEP_INTERVAL": soakSweep.String(),
+	}})
+	s.kept = newArchive()
 	s.schedules(3)
 	led := newLedger()
 	bg, cancelBG := context.WithCancel(context.Background())
@@ -60,7 +63,14 @@ func TestSoak(t *testing.T) {
 	var samples []sample
 	for next := started; ; next = next.Add(interval) {
 		time.Sleep(time.Until(next)) // the sampling pace
-		samples = append(samples, s.sample(bg, time.Since(started)))
+		sm := s.sample(bg, time.Since(started))
+		samples = append(samples, sm)
+		t.Log(sm.line())
+		// Every finished run is listed before the sweep may delete it (the interval is far
+		// shorter than the retention); a failed pass is made up by the next one.
+		if err := s.keep(bg, s.kept); err != nil {
+			t.Logf("archive of finished runs: %v", err)
+		}
 		if time.Since(started)+interval > dur {
 			break
 		}
@@ -68,6 +78,9 @@ func TestSoak(t *testing.T) {
 	stop()
 	w.finishWithin(45 * time.Second)
 	wait()
+	if err := s.keep(bg, s.kept); err != nil {
+		t.Logf("archive of finished runs: %v", err)
+	}
 	if dir := os.Getenv("SVC_SOAK_PROFILES"); dir != "" {
 		s.saveHeapProfiles(bg, t, dir)
 	}
@@ -76,12 +89,20 @@ func TestSoak(t *testing.T) {
 	defer cancel()
 	v := s.verify(vctx, led, nil, 60*time.Second)
 	report := soakReport(samples, dur)
-	md := v.markdown(fmt.Sprintf("Soak run (%s, a sample every %s), invariants", dur, interval), started) + "\n" + report.markdown
+	md := v.markdown(fmt.Sprintf("Soak run (%s, a sample every %s, run retention %s), invariants", dur, interval, soakRetention), started) +
+		"\n" + report.markdown + "\n" + tableReport(samples)
 	v.publish(t, md, "SVC_SOAK_REPORT")
 	for _, g := range report.grew {
 		t.Errorf("grows without bound: %s", g)
 	}
 }
+
+// The soak's system deletes finished runs after soakRetention, swept every soakSweep, so that
+// the tables of history level off as they would in production, only sooner.
+const (
+	soakRetention = 3 * time.Minute
+	soakSweep     = 15 * time.Second
+)
 
 // saveHeapProfiles writes each service's heap profile (after a GC) to dir/<role>.heap, for
 // `go tool pprof` when a series grows: SVC_SOAK_PROFILES=<dir>.
@@ -110,11 +131,22 @@ type sample struct {
 	pgConns    map[string]int64 // application_name → connections
 	tables     map[string]int64 // schema.table → pg_total_relation_size
 	doneJobs   int64            // River jobs kept in a finished state
+	// River's job table as Postgres's statistics see it (pg_stat_user_tables): live and dead
+	// rows, autovacuums so far, seconds since the last one (-1: none yet).
+	jobLive, jobDead, jobVacuums, jobVacuumAgo int64
+	// The database's xmin horizon: the age in transactions of the oldest snapshot a backend
+	// holds, the longest open transaction (s) and the sessions idle in a transaction. A
+	// horizon held back keeps vacuum from removing dead rows anywhere in the database.
+	xminAge, longestXact, idleInXact int64
+	// jobHeap and jobIndexes are river_job's heap and each of its indexes (pg_relation_size),
+	// to tell which part of the table grows.
+	jobHeap    int64
+	jobIndexes map[string]int64
 }
 
 func (s *stack) sample(ctx context.Context, at time.Duration) sample {
 	out := sample{at: at, rssKB: map[string]int64{}, goroutines: map[string]int64{}, sockets: map[string]int64{},
-		pgConns: map[string]int64{}, tables: map[string]int64{}}
+		pgConns: map[string]int64{}, tables: map[string]int64{}, jobIndexes: map[string]int64{}}
 	for _, role := range s.roles() {
 		p := s.proc(role)
 		out.rssKB[role] = rssKB(p.Pid())
@@ -147,7 +179,96 @@ func (s *stack) sample(ctx context.Context, at time.Duration) sample {
 		rows.Close()
 	}
 	_ = s.db.QueryRow(ctx, `SELECT count(*) FROM orchestrator.river_job WHERE state IN ('completed', 'cancelled', 'discarded')`).Scan(&out.doneJobs)
+	out.jobLive, out.jobDead, out.jobVacuums, out.jobVacuumAgo = -1, -1, -1, -1
+	_ = s.db.QueryRow(ctx, `SELECT n_live_tup, n_dead_tup, autovacuum_count, coalesce(extract(epoch FROM now() - last_autovacuum)::bigint, -1)
+		FROM pg_stat_user_tables WHERE schemaname = 'orchestrator' AND relname = 'river_job'`).Scan(&out.jobLive, &out.jobDead, &out.jobVacuums, &out.jobVacuumAgo)
+	_ = s.db.QueryRow(ctx, `SELECT coalesce(max(age(backend_xmin)), 0), coalesce(max(extract(epoch FROM now() - xact_start))::bigint, 0),
+			count(*) FILTER (WHERE state LIKE 'idle in transaction%')
+		FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`).Scan(&out.xminAge, &out.longestXact, &out.idleInXact)
+	_ = s.db.QueryRow(ctx, `SELECT pg_relation_size('orchestrator.river_job')`).Scan(&out.jobHeap)
+	rows, err = s.db.Query(ctx, `SELECT c.relname, pg_relation_size(c.oid) FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+		WHERE i.indrelid = 'orchestrator.river_job'::regclass`)
+	if err == nil {
+		for rows.Next() {
+			var name string
+			var n int64
+			if rows.Scan(&name, &n) == nil {
+				out.jobIndexes[name] = n
+			}
+		}
+		rows.Close()
+	}
 	return out
+}
+
+// watchedTables are the tables whose size the soak logs at every sample and sums up at the
+// end: River's queue and the run store's history.
+var watchedTables = []string{ //nolint:gochecknoglobals // fixed list
+	"orchestrator.river_job", "orchestrator.runs", "orchestrator.step_attempts", "orchestrator.run_statuses",
+	"orchestrator.run_blocks", "orchestrator.signals", "orchestrator.idempotency_keys",
+}
+
+// line is one sample for the test's log: the watched tables' sizes, River's job rows and the
+// xmin horizon.
+func (sm sample) line() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "+%s tables (KiB):", sm.at.Round(time.Second))
+	for _, tb := range watchedTables {
+		if n, ok := sm.tables[tb]; ok {
+			fmt.Fprintf(&b, " %s=%d", strings.TrimPrefix(tb, "orchestrator."), n/1024)
+		}
+	}
+	fmt.Fprintf(&b, "; river_job heap=%d", sm.jobHeap/1024)
+	for _, ix := range slices.Sorted(maps.Keys(sm.jobIndexes)) {
+		fmt.Fprintf(&b, " %s=%d", strings.TrimPrefix(ix, "river_job_"), sm.jobIndexes[ix]/1024)
+	}
+	fmt.Fprintf(&b, "; rows live=%d dead=%d finished=%d autovacuums=%d (last %ds ago); xmin age=%d, longest xact %ds, idle in xact %d",
+		sm.jobLive, sm.jobDead, sm.doneJobs, sm.jobVacuums, sm.jobVacuumAgo, sm.xminAge, sm.longestXact, sm.idleInXact)
+	return b.String()
+}
+
+// tableReport sums up the watched tables and River's rows: the first sample, the first one
+// taken once River's retention of finished jobs (5 min) and the run retention have both
+// turned over, the last, and the largest.
+func tableReport(samples []sample) string {
+	if len(samples) == 0 {
+		return ""
+	}
+	settled := len(samples) - 1
+	for i, sm := range samples {
+		if sm.at >= 5*time.Minute+soakRetention/2 {
+			settled = i
+			break
+		}
+	}
+	first, mid, last := samples[0], samples[settled], samples[len(samples)-1]
+	var b strings.Builder
+	fmt.Fprintf(&b, "### Tables over the soak (first at +%s, settled at +%s, last at +%s)\n\n| series | first | settled | last | max |\n|---|---:|---:|---:|---:|\n",
+		first.at.Round(time.Second), mid.at.Round(time.Second), last.at.Round(time.Second))
+	row := func(name string, get func(sample) int64) {
+		peak := get(first)
+		for _, sm := range samples {
+			peak = max(peak, get(sm))
+		}
+		fmt.Fprintf(&b, "| %s | %d | %d | %d | %d |\n", name, get(first), get(mid), get(last), peak)
+	}
+	for _, tb := range watchedTables {
+		if _, ok := last.tables[tb]; ok {
+			row(tb+" (KiB)", func(sm sample) int64 { return sm.tables[tb] / 1024 })
+		}
+	}
+	row("river_job heap (KiB)", func(sm sample) int64 { return sm.jobHeap / 1024 })
+	for _, ix := range slices.Sorted(maps.Keys(last.jobIndexes)) {
+		row(ix+" (KiB)", func(sm sample) int64 { return sm.jobIndexes[ix] / 1024 })
+	}
+	row("river_job live rows", func(sm sample) int64 { return sm.jobLive })
+	row("river_job dead rows", func(sm sample) int64 { return sm.jobDead })
+	row("river_job finished jobs", func(sm sample) int64 { return sm.doneJobs })
+	row("river_job autovacuums", func(sm sample) int64 { return sm.jobVacuums })
+	row("xmin horizon age (xids)", func(sm sample) int64 { return sm.xminAge })
+	row("longest open transaction (s)", func(sm sample) int64 { return sm.longestXact })
+	row("sessions idle in transaction", func(sm sample) int64 { return sm.idleInXact })
+	return b.String()
 }
 
 // rssKB is the process's resident set (VmRSS) in kB, or -1.

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -45,6 +46,9 @@ type stack struct {
 	sink  *sink
 	rec   *recorder
 	api   *api
+	// kept holds the finished runs seen while the workload ran, when the system deletes
+	// finished runs (the soak's retention); nil otherwise.
+	kept *archive
 
 	mu    sync.Mutex
 	procs map[string]*harness.Process // role → the live process
@@ -57,6 +61,8 @@ type stack struct {
 type stackOptions struct {
 	pprof    bool
 	logLevel string
+	// orchestrator is added to both run-orchestrator replicas' settings.
+	orchestrator map[string]string
 }
 
 func setup(t *testing.T, o stackOptions) *stack {
@@ -81,8 +87,7 @@ func setup(t *testing.T, o stackOptions) *stack {
 			"SVC_SCHEDULER_TICK": "5s",
 		},
 		ServiceEnv: map[harness.Service]map[string]string{
-			// The sink is on 127.0.0.1: http.request refuses private addresses unless allowed.
-			harness.Orchestrator: {"SVC_HTTP_ALLOW_PRIVATE": "1"},
+			harness.Orchestrator: orchestratorEnv(o.orchestrator),
 			harness.Webhook: {
 				"SVC_WEBHOOK_STANDARD_SECRET": whSecret, "SVC_WEBHOOK_STANDARD_ORG": s.slug, "SVC_WEBHOOK_STANDARD_WORKFLOW": hookWF,
 			},
@@ -115,6 +120,14 @@ func setup(t *testing.T, o stackOptions) *stack {
 	s.signUp()
 	s.workflows()
 	return s
+}
+
+// orchestratorEnv is the run-orchestrator replicas' settings: the sink is on 127.0.0.1, and
+// http.request refuses private addresses unless allowed; then extra.
+func orchestratorEnv(extra map[string]string) map[string]string {
+	env := map[string]string{"SVC_HTTP_ALLOW_PRIVATE": "1"}
+	maps.Copy(env, extra)
+	return env
 }
 
 func (s *stack) proc(role string) *harness.Process {

@@ -191,14 +191,20 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 	led.mu.Unlock()
 
 	var seen map[string]map[string]any
+	var deleted map[string]bool // runs the retention sweep deleted after the archive saw them
 	deadline := time.Now().Add(settle)
 	for {
 		seen = map[string]map[string]any{}
+		deleted = map[string]bool{}
 		for _, k := range kinds {
 			runs, err := s.listRuns(ctx, s.wf[k])
 			if err != nil {
 				s.t.Errorf("%v", err)
 				continue
+			}
+			for id, r := range s.kept.gone(k, runs) {
+				runs[id] = r
+				deleted[id] = true
 			}
 			for id, r := range runs {
 				seen[id] = r
@@ -286,6 +292,9 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 		}
 		run, blk := splitKey(key)
 		lostAttempts := 0
+		if deleted[run] {
+			lostAttempts = s.kept.lostAttempts(key)
+		}
 		for _, a := range s.logs(ctx, run) {
 			if a["block_id"] == blk && a["status"] == "lost" {
 				lostAttempts++
@@ -398,6 +407,17 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 			continue
 		}
 		sigs.checked++
+		status := fmt.Sprint(seen[id]["status"])
+		if deleted[id] {
+			st := s.kept.signal(id)
+			switch {
+			case status == "completed" && (len(st.consumed) != 1 || st.waits != 1):
+				sigs.failf("run %s (deleted by retention): %d of %d stored signals consumed, the wait succeeded %d times", id, len(st.consumed), st.stored, st.waits)
+			case status == "completed" && r.signalTries == 1 && !st.consumed[r.signals[0]]:
+				sigs.failf("run %s (deleted by retention): the one signal sent (%s) is not the one consumed %v", id, r.signals[0], st.consumed)
+			}
+			continue
+		}
 		rows, err := s.db.Query(ctx, `SELECT id, consumed_by IS NOT NULL FROM orchestrator.signals WHERE run_id = $1`, id)
 		if err != nil {
 			s.t.Errorf("signals of %s: %v", id, err)
@@ -421,7 +441,6 @@ func (s *stack) verify(ctx context.Context, led *ledger, windows []window, settl
 		if err := s.db.QueryRow(ctx, `SELECT count(*) FROM orchestrator.step_attempts WHERE run_id = $1 AND block_id = 'gate' AND status = 'succeeded'`, id).Scan(&waits); err != nil {
 			s.t.Errorf("attempts of %s: %v", id, err)
 		}
-		status := fmt.Sprint(seen[id]["status"])
 		switch {
 		case status == "completed" && (len(consumed) != 1 || waits != 1):
 			sigs.failf("run %s: %d of %d stored signals consumed, the wait succeeded %d times\n  %s", id, len(consumed), stored, waits, s.logText(ctx, id))

@@ -3,6 +3,7 @@
 package service
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -154,6 +155,11 @@ type Application struct {
 // NewApplication connects the stores, applies migrations (ours with goose, River's with its
 // migrator), starts the engine and assembles the HTTP surface.
 func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Application, err error) {
+	// A Config built by hand (the tests) rather than by LoadConfig takes LoadConfig's defaults
+	// for the retention sweep, which refuses zeros.
+	cfg.Retention = cmp.Or(cfg.Retention, run.DefaultRetention)
+	cfg.RetentionSweepEvery = cmp.Or(cfg.RetentionSweepEvery, time.Minute)
+	cfg.RetentionSweepBatch = cmp.Or(cfg.RetentionSweepBatch, 1000)
 	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: postgres.Schema, Migrations: migrations.FS, Needs: needs(cfg.SnapshotCacheTTL > 0),
 		// River's fetchers and workers and the API share the pool: pgx's default of 4
 		// connections made every dispatch queue behind running steps.
@@ -179,6 +185,13 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	if err := eng.start(ctx); err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil { // the engine's workers and listener hold the pool: stop them before it closes
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = eng.stop(stopCtx)
+		}
+	}()
 	hc := httpclient.New(httpclient.Config{Peer: "workflow-editor", BaseURL: cfg.EditorURL, Timeout: 5 * time.Second,
 		Service: Name, Signer: base.Signer, Telemetry: base.Tel})
 	catalog := editorclient.New(hc, connect.WithInterceptors(base.RPCInterceptors()...))

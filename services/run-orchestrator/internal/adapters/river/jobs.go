@@ -73,13 +73,23 @@ func NewJobs(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logg
 		// Runs, attempts and their history are the run store's tables; a finished job row is
 		// only a spent queue entry. Kept long, they bloat the table every fetch and sweep reads.
 		CompletedJobRetentionPeriod: 5 * time.Minute,
-		Logger:                      log.With("component", "river"),
+		// Every job's args hold keys no other job has (its run id, its trace), and a GIN index
+		// never drops a key whose rows are gone: only a rebuild does. River's reindexer
+		// rebuilds its indexes concurrently, by default once a day; at the queue's churn the
+		// args index would grow all day long while the table's live rows stay level.
+		ReindexerSchedule: river.PeriodicInterval(reindexEvery),
+		Logger:            log.With("component", "river"),
 	})
 	if err != nil {
 		return nil, fmt.Errorf("river client: %w", err)
 	}
 	return j, nil
 }
+
+// reindexEvery is how often River rebuilds its job table's indexes: the finished jobs' keys
+// pile up in the GIN indexes until a rebuild, so the indexes hold at most about the jobs of
+// two retention periods (CompletedJobRetentionPeriod) instead of a day's.
+const reindexEvery = 5 * time.Minute
 
 // Yield reports whether a worker driving a run of org hands it back rather than go on (turns).
 func (j *Jobs) Yield(ctx context.Context, org string) bool { return j.turns.yield(ctx, org) }
