@@ -26,6 +26,8 @@ func allScenarios() []Scenario {
 		scheduleTick{},
 		runStartMax{},
 		chain40Slow{},
+		chain40HTTP{},
+		riverChain40{},
 		chain400{},
 		stepRate{},
 		firstAttempt{},
