@@ -42,6 +42,26 @@ func TestCLIHousekeeping(t *testing.T) {
 		require.NotContains(t, table, "allow_private_network", "hidden params are never listed")
 	})
 
+	// Through the gateway, the identity's role reaches the orchestrator: the owner who logged
+	// in may change the organization's retention period.
+	t.Run("Retention", func(t *testing.T) {
+		t.Parallel()
+		c := newCLI(t, bin, api)
+		c.login("cli-retention")
+		got := obj(t, decodeAny(t, c.ok("retention").stdout))
+		require.Nil(t, got["runRetention"])
+		require.Equal(t, "720h", got["serverRetention"])
+		got = obj(t, decodeAny(t, c.ok("retention", "--set", "7d").stdout))
+		require.Equal(t, "168h", got["runRetention"])
+		require.Equal(t, "168h", got["effectiveRetention"])
+		require.Regexp(t, `kept for 168h \(organization's period: 168h; server's: 720h\)`, c.ok("retention", "-o", "table").stdout)
+		bad := c.run("retention", "--set", "9999h")
+		require.Equal(t, 1, bad.code, bad)
+		require.Contains(t, bad.stderr, "invalid_body")
+		got = obj(t, decodeAny(t, c.ok("retention", "--reset").stdout))
+		require.Nil(t, got["runRetention"])
+	})
+
 	t.Run("WorkflowsDelete", func(t *testing.T) {
 		t.Parallel()
 		c := newCLI(t, bin, api)

@@ -281,3 +281,15 @@ func (c *Client) DeleteSchedule(ctx context.Context, key, id string) error {
 func (c *Client) Tick(ctx context.Context, key string) (json.RawMessage, error) {
 	return c.send(ctx, key, http.MethodPost, "/api/admin/tick", struct{}{}, nil)
 }
+
+// Retention reads how long the organization's finished runs are kept (GET
+// /api/organizations/current/retention: the organization of the credentials).
+func (c *Client) Retention(ctx context.Context, key string) (json.RawMessage, error) {
+	return c.get(ctx, key, "/api/organizations/current/retention", nil)
+}
+
+// SetRetention sets the organization's own period ("168h", "30d"); nil goes back to the
+// server's.
+func (c *Client) SetRetention(ctx context.Context, key string, period *string) (json.RawMessage, error) {
+	return c.send(ctx, key, http.MethodPut, "/api/organizations/current/retention", map[string]*string{"runRetention": period}, nil)
+}

@@ -231,7 +231,7 @@ The API is --api, else $SVC_API, else the API of the last login, else ` + Defaul
 		c.GroupID = "auth"
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{a.workflowsCommand(), a.opsCommand(), a.runCommand(), a.runsCommand(), a.schedulesCommand(), a.connectorsCommand()} {
+	for _, c := range []*cobra.Command{a.workflowsCommand(), a.opsCommand(), a.runCommand(), a.runsCommand(), a.schedulesCommand(), a.connectorsCommand(), a.retentionCommand()} {
 		c.GroupID = "domain"
 		root.AddCommand(c)
 	}
