@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -172,7 +173,7 @@ func depthCursor(ctx context.Context, pool *pgxpool.Pool, org, wf, status string
 	var id string
 	err := pool.QueryRow(ctx, `SELECT id FROM orchestrator.runs WHERE organization_id = $1 AND ($2 = '' OR workflow_id = $2)
 		AND ($3 = '' OR status = $3) ORDER BY id DESC OFFSET $4 LIMIT 1`, org, wf, status, min(n/2, 500_000)).Scan(&id)
-	if err == pgx.ErrNoRows {
+	if errors.Is(err, pgx.ErrNoRows) {
 		// An empty list: any run id as the position (the page is empty too).
 		id = "run_0"
 	} else if err != nil {
