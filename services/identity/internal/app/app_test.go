@@ -88,7 +88,7 @@ func TestSignUp(t *testing.T) {
 		require.Regexp(t, `^personal-[a-z0-9]{8}$`, ps[0].Slug)
 
 		r := b.resolve(t, sessionCreds(res.Token))
-		require.Equal(t, &query.Identity{UserID: res.User.ID(), Email: "ann@example.com", OrganizationID: orgID, Mode: query.ModeSession,
+		require.Equal(t, &query.Identity{UserID: res.User.ID(), Email: "ann@example.com", OrganizationID: orgID, Mode: query.ModeSession, Role: "owner",
 			ExpiresAt: res.Session.ExpiresAt()}, r.Identity)
 	})
 
