@@ -241,6 +241,7 @@ func (f *tenancyFixture) snapshot(t *testing.T) map[string]string {
 		"/api/runs/" + f.runA + "?include=workflow", "/api/runs/" + f.runA2, "/api/runs",
 		"/api/runs/" + f.runA + "/logs", "/api/runs/" + f.runA2 + "/logs",
 		"/api/schedules/" + f.schA, "/api/schedules/" + f.schA2, "/api/schedules",
+		"/api/organizations/current/retention",
 		"/api/auth/organization/list", "/api/auth/organization/list-members", "/api/auth/api-key/list",
 	} {
 		r := f.a.c.get(p)
@@ -404,6 +405,15 @@ func tenancyMatrix() map[string]tenancyEntry {
 				func(string) any { return map[string]any{"name": "go", "payload": "from b"} }, wantNotFound),
 				tenancyProbe{name: "foreign-finished", method: "POST", path: "/api/runs/" + f.runA2 + "/signals",
 					body: map[string]any{"name": "go"}, want: wantNotFound})
+		},
+
+		"GET /api/organizations/{orgId}/retention": func(f *tenancyFixture, c caller) []tenancyProbe {
+			return foreign("", "GET", "/api/organizations/%s/retention", f.orgA, missingOrg, nil, wantNotFound)
+		},
+		"PUT /api/organizations/{orgId}/retention": func(f *tenancyFixture, c caller) []tenancyProbe {
+			// A's setting stays as it was: A's own read of it is in the fixture's snapshot.
+			return foreign("", "PUT", "/api/organizations/%s/retention", f.orgA, missingOrg,
+				func(string) any { return map[string]any{"runRetention": "5m"} }, wantNotFound)
 		},
 
 		// --- scheduler ----------------------------------------------------------------------
