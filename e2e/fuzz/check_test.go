@@ -90,6 +90,8 @@ var routeCodes = map[string][]string{ //nolint:gochecknoglobals // error table
 	"streamRunsEvents":       {"invalid_query"},
 	"cancelRun":              {"not_found", "run_finished"},
 	"signalRun":              {"invalid_body", "not_found", "run_finished"},
+	"getRunRetention":        {"not_found"},
+	"setRunRetention":        {"invalid_body", "not_found", "forbidden"},
 	"createSchedule":         {"invalid_body", "invalid_cron", "workflow_not_found"},
 	"listSchedules":          {"invalid_query", "not_found"},
 	"getSchedule":            {"not_found"},

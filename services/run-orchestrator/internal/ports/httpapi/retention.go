@@ -65,16 +65,12 @@ type setRetentionRequest struct {
 }
 
 func (s server) setRetention(w http.ResponseWriter, r *http.Request) error {
-	id, err := retentionOrg(r)
-	if err != nil {
-		return err
-	}
 	var req setRetentionRequest
 	if err := web.Decode(r, &req); err != nil {
 		return err
 	}
 	var period *string
-	switch {
+	switch { // the body is checked before the organization, as on the other routes with an id
 	case len(req.RunRetention) == 0:
 		return web.InvalidBody(wire.Issue{Path: "/runRetention", Message: `runRetention is required: a period such as "168h" or "30d", or null for the server's`})
 	case string(req.RunRetention) != "null":
@@ -83,6 +79,10 @@ func (s server) setRetention(w http.ResponseWriter, r *http.Request) error {
 			return web.InvalidBody(wire.Issue{Path: "/runRetention", Message: `runRetention must be a string such as "168h" or "30d", or null`})
 		}
 		period = &p
+	}
+	id, err := retentionOrg(r)
+	if err != nil {
+		return err
 	}
 	ret, err := s.h.App.Commands.SetRetention.Handle(r.Context(), command.SetRetention{OrganizationID: id, MayChange: mayChangeSettings(r), Period: period})
 	if err != nil {
