@@ -3,14 +3,10 @@ package service_test
 import (
 	"testing"
 
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
-	"svc.dev/libs/pgdb"
 	"svc.dev/libs/testkit"
 	"svc.dev/libs/wire"
-	"svc.dev/services/run-orchestrator/migrations"
 )
 
 // Migration 0015 moves existing runs in place: each distinct definition is stored once in
@@ -20,17 +16,8 @@ import (
 func TestHistoryBytesMigrationMovesRunsInPlace(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := testkit.NewDatabase(t)
-	pool, err := pgdb.Open(ctx, pgdb.Config{URL: url, Schema: upgradeSchema, Service: "migration-test", MaxConns: 2})
-	require.NoError(t, err)
-	defer pool.Close()
-	_, err = pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+upgradeSchema)
-	require.NoError(t, err)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
-	_, err = provider.UpTo(ctx, 13)
+	pool, provider := migrationProvider(t, testkit.NewDatabase(t), "migration-test")
+	_, err := provider.UpTo(ctx, 13)
 	require.NoError(t, err)
 
 	org, other := wire.NewID(wire.Organization), wire.NewID(wire.Organization)

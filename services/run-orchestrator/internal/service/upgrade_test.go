@@ -50,16 +50,8 @@ const (
 func migrateToBeforeUpgrade(t *testing.T, url string) {
 	t.Helper()
 	ctx := t.Context()
-	pool, err := pgdb.Open(ctx, pgdb.Config{URL: url, Schema: upgradeSchema, Service: "upgrade-test", MaxConns: 2})
-	require.NoError(t, err)
-	defer pool.Close()
-	_, err = pool.Exec(ctx, `CREATE SCHEMA IF NOT EXISTS `+upgradeSchema)
-	require.NoError(t, err)
-	sqlDB := stdlib.OpenDBFromPool(pool)
-	defer sqlDB.Close()
-	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithDisableGlobalRegistry(true))
-	require.NoError(t, err)
-	_, err = provider.UpTo(ctx, 6)
+	pool, provider := migrationProvider(t, url, "upgrade-test")
+	_, err := provider.UpTo(ctx, 6)
 	require.NoError(t, err)
 	v, err := provider.GetDBVersion(ctx)
 	require.NoError(t, err)
@@ -69,6 +61,23 @@ func migrateToBeforeUpgrade(t *testing.T, url string) {
 	require.NoError(t, err)
 	_, err = m.Migrate(ctx, rivermigrate.DirectionUp, nil)
 	require.NoError(t, err)
+}
+
+// migrationProvider opens a pool on url in the orchestrator's schema and a goose provider of
+// the service's migrations over it, as pgdb.Migrate uses them at start-up; both close when
+// the test ends.
+func migrationProvider(t *testing.T, url, service string) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	pool, err := pgdb.Open(t.Context(), pgdb.Config{URL: url, Schema: upgradeSchema, Service: service, MaxConns: 2})
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	_, err = pool.Exec(t.Context(), `CREATE SCHEMA IF NOT EXISTS `+upgradeSchema)
+	require.NoError(t, err)
+	sqlDB := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = sqlDB.Close() })
+	provider, err := goose.NewProvider(goose.DialectPostgres, sqlDB, migrations.FS, goose.WithDisableGlobalRegistry(true))
+	require.NoError(t, err)
+	return pool, provider
 }
 
 // oldEngine writes rows as the engine before per-block storage wrote them.
