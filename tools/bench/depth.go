@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"svc.dev/clients/apiclient"
 	"svc.dev/libs/wire"
 	"svc.dev/tools/bench/histload"
 )
@@ -50,7 +53,8 @@ type depthTarget struct {
 // depthState is what the targets need of the database as it stands.
 type depthState struct {
 	gateway, org, wfSmall, wfLarge string
-	runID                          string // a finished run of wfLarge
+	runID                          string    // a finished run of wfLarge
+	began                          time.Time // before the scenario's first run
 	deepOrg, deepWf, deepStatus    string // cursors
 	deepFailed                     string
 }
@@ -100,6 +104,7 @@ func (s depth) Run(ctx context.Context, env Env) ([]Result, error) {
 	if d.wfLarge, err = buildChain(ctx, keyed, "bench-depth-10", 10); err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
+	d.began = time.Now()
 	// Runs of the larger workflow, some failed (a cancel of a run that ended at dispatch is
 	// refused, so the failures are started as such: an input the trigger refuses is a 400, not
 	// a run; the failed ones come from the load alone).
@@ -121,9 +126,11 @@ func (s depth) Run(ctx context.Context, env Env) ([]Result, error) {
 			return out, err
 		}
 	}
-	// A retention sweep's rate while starts continue at 200/s goes here once the sweep is
-	// merged: delete the finished runs older than a cut-off on the loaded database while the
-	// start phase runs again, and report runs deleted per second beside the starts' p50/p99.
+	res, err := depthSweep(ctx, env, pool, d, acct, keyed)
+	out = append(out, res...)
+	if err != nil {
+		return out, err
+	}
 	return out, depthFindings(out)
 }
 
@@ -220,6 +227,13 @@ func depthMeasure(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthStat
 		}
 		out = append(out, Result{Scenario: "depth", Phase: stage + ": " + t.name, Stats: st})
 	}
+	// A finished run's stream, read to its end: the catch-up a client reconnecting to a run
+	// that ended while it was away gets.
+	st, err = streamCatchUps(ctx, env, acct, d.runID, 50)
+	if err != nil {
+		return out, err
+	}
+	out = append(out, Result{Scenario: "depth", Phase: stage + ": GET /api/runs/:id/events catch-up (a finished 10-block run's whole stream, sequential)", Stats: st})
 	// The organization's stream: time to its answer's headers, one connect at a time.
 	st, err = streamConnects(ctx, env, acct, 50)
 	if err != nil {
@@ -262,6 +276,141 @@ func streamConnects(ctx context.Context, env Env, acct account, n int) (Stats, e
 	return sequentialStats(lat, failures, firstErr, time.Since(began)), nil
 }
 
+// streamCatchUps reads the whole event stream of a finished run n times, one after another,
+// each from the request until the stream's end.
+func streamCatchUps(ctx context.Context, env Env, acct account, runID string, n int) (Stats, error) {
+	client := newStreamClient()
+	var lat []time.Duration
+	failures := 0
+	firstErr := ""
+	began := time.Now()
+	for range n {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.GatewayURL+"/api/runs/"+runID+"/events", nil)
+		if err != nil {
+			return Stats{}, err
+		}
+		req.Header.Set("X-Api-Key", acct.key)
+		req.Header.Set("Accept", "text/event-stream")
+		t0 := time.Now()
+		resp, err := client.Do(req)
+		if err != nil {
+			failures++
+			firstErr = err.Error()
+			continue
+		}
+		body, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		switch {
+		case resp.StatusCode != http.StatusOK:
+			failures++
+			firstErr = resp.Status
+		case err != nil:
+			failures++
+			firstErr = err.Error()
+		case !bytes.Contains(body, []byte(`"completed"`)):
+			failures++
+			firstErr = "the stream ended without the run's completed status"
+		default:
+			lat = append(lat, time.Since(t0))
+		}
+	}
+	return sequentialStats(lat, failures, firstErr, time.Since(began)), nil
+}
+
+// depthSweep measures a retention sweep on the loaded database while starts continue at the
+// scenario's rate. The system keeps runs for ten years (systemEnv), so nothing was swept
+// before; the scenario's organization now sets a period that puts every loaded run of its own
+// (a fifth of the load) past it, and the orchestrator's sweeper deletes them in the
+// background. Once it has begun, the start phase runs again: its row is compared with the
+// loaded database's start phase, and the runs the sweep deleted during that phase (the
+// table's delete counter, pg_stat_user_tables.n_tup_del) give its rate.
+func depthSweep(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState, acct account, keyed *apiclient.Client) ([]Result, error) {
+	// Past the period: every run that finished more than ten minutes before the scenario's
+	// first run, so the scenario's own runs stay for the reads' sake.
+	cutoff := d.began.Add(-10 * time.Minute)
+	period := time.Since(cutoff).Round(time.Minute).String()
+	pastPeriod := func() (int64, error) {
+		var n int64
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM orchestrator.runs WHERE organization_id = $1 AND finished_at < $2`, d.org, cutoff).Scan(&n)
+		return n, err
+	}
+	expired, err := pastPeriod()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	deleted := func() (int64, error) {
+		var n int64
+		err := pool.QueryRow(ctx, `SELECT n_tup_del FROM pg_stat_user_tables WHERE relid = 'orchestrator.runs'::regclass`).Scan(&n)
+		return n, err
+	}
+	before, err := deleted()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	env.Log("  sweep: the organization sets its retention to %s: about %d of its runs are past it", period, expired)
+	if _, err := keyed.SetRetention(ctx, "", &period); err != nil {
+		return nil, fmt.Errorf("sweep: PUT retention: %w", err)
+	}
+	defer func() {
+		if _, err := keyed.SetRetention(context.WithoutCancel(ctx), "", nil); err != nil {
+			env.Log("  sweep: resetting the organization's retention: %v", err)
+		}
+	}()
+	// The sweeper looks at the setting on its next sweep: at most one interval (1 m by default).
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		n, err := deleted()
+		if err != nil {
+			return nil, fmt.Errorf("sweep: %w", err)
+		}
+		if n > before {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("sweep: no run was deleted within 3 minutes of setting the retention (is the orchestrator's sweeper on?)")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+	start := Target{
+		Method: http.MethodPost, URL: env.GatewayURL + "/api/workflows/" + d.wfSmall + "/run",
+		Header: http.Header{"X-Api-Key": {acct.key}, "Content-Type": {"application/json"}},
+		Body:   []byte(`{}`), Expect: http.StatusAccepted, Check: runStarted, Per: "run",
+	}
+	env.Log("  loaded, sweeping: POST /run at %g/s", env.Rate)
+	from, err := deleted()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	t0 := time.Now()
+	st, err := env.Generator.Run(ctx, env.phase(start))
+	if err != nil {
+		return nil, err
+	}
+	took := time.Since(t0)
+	to, err := deleted()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	rate := float64(to-from) / took.Seconds()
+	out := []Result{{Scenario: "depth", Phase: "loaded, sweeping: POST /run (202)", Stats: st,
+		Note: fmt.Sprintf("Retention sweep during the loaded start phase: %d runs deleted in %s (warm-up included), %.0f runs/s (target ≥ 2,000/s: %s); %d of the organization's runs were past the period when it was set.",
+			to-from, took.Round(100*time.Millisecond), rate, verdict(rate >= 2000), expired)}}
+	left, err := pastPeriod()
+	if err != nil {
+		return nil, fmt.Errorf("sweep: %w", err)
+	}
+	if left == 0 {
+		out[0].Note += " The sweep ran out of runs during the phase: the rate is a lower bound."
+	} else {
+		out[0].Note += fmt.Sprintf(" %d were still past it at the phase's end.", left)
+	}
+	return out, nil
+}
+
 // depthFindings puts each loaded row beside its empty one: the ratio of p50 and p99, against
 // the 1.2× target.
 func depthFindings(rows []Result) error {
@@ -270,6 +419,20 @@ func depthFindings(rows []Result) error {
 		if len(r.Phase) > 7 && r.Phase[:7] == "empty: " {
 			empty[r.Phase[7:]] = r.Stats
 		}
+	}
+	loadedStart, sweeping := -1, -1
+	for i, r := range rows {
+		switch r.Phase {
+		case "loaded: POST /run (202)":
+			loadedStart = i
+		case "loaded, sweeping: POST /run (202)":
+			sweeping = i
+		}
+	}
+	if loadedStart >= 0 && sweeping >= 0 && rows[loadedStart].P99 > 0 {
+		rise := float64(rows[sweeping].P99)/float64(rows[loadedStart].P99) - 1
+		rows[sweeping].Note += fmt.Sprintf(" Starts' p99 while sweeping %s vs %s without: %+.0f%% (target < +20%%: %s).",
+			millis(rows[sweeping].P99), millis(rows[loadedStart].P99), 100*rise, verdict(rise < 0.2))
 	}
 	for i, r := range rows {
 		if len(r.Phase) <= 8 || r.Phase[:8] != "loaded: " {
