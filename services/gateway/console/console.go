@@ -28,7 +28,7 @@ var dist embed.FS
 // reference, rendered in the browser from /api/openapi.json.
 func clientRoute(first string) bool {
 	switch first {
-	case "signin", "signup", "workflows", "runs", "schedules", "keys", "docs":
+	case "signin", "signup", "workflows", "runs", "schedules", "keys", "organization", "docs":
 		return true
 	}
 	return false

@@ -68,7 +68,7 @@ func TestServe(t *testing.T) {
 		owns         bool
 	}{
 		{"GET", "/", true}, {"HEAD", "/", true}, {"GET", "/runs", true}, {"GET", "/runs/run_1", true},
-		{"GET", "/workflows/wf_1", true}, {"GET", "/signin", true}, {"GET", "/keys", true}, {"GET", js, true},
+		{"GET", "/workflows/wf_1", true}, {"GET", "/signin", true}, {"GET", "/keys", true}, {"GET", "/organization", true}, {"GET", js, true},
 		{"GET", "/docs", true}, {"HEAD", "/docs", true}, {"GET", "/ui", true}, {"HEAD", "/ui", true},
 		{"GET", "/ui/", true}, {"GET", "/ui/runs/run_1", true}, {"POST", "/ui", false}, {"POST", "/docs", false},
 		{"GET", "/uix", false}, {"GET", "/docsx", false}, {"GET", "/api/docs", false}, {"GET", "/api/ui", false},

@@ -6,6 +6,7 @@ import { RunFollower } from "./follower";
 import { Graph } from "./graph";
 import { PagedList, RunsList, rememberNames, workflowNames } from "./lists";
 import { A, ErrorBox, Failed, Json, More, NotFound, PageError, Status, describeError, navigate, parseJSON, useLoad, useModel, usePath, when, words } from "./ui";
+import { RetentionSettings, RunRetention, forgetRetention } from "./retention";
 import { NewWorkflow, WorkflowPage } from "./workflow";
 import "./style.css";
 
@@ -68,7 +69,7 @@ function SignIn({ up, onDone }: { up: boolean; onDone: () => void }) {
 // organization (a run, a workflow or a workflowId filter of this one would be not_found there).
 const sectionOf = (path: string) => {
   const seg = path.split("?")[0].split("/").filter(Boolean)[0];
-  return ["workflows", "runs", "schedules", "keys"].includes(seg) ? `/${seg}` : "/workflows";
+  return ["workflows", "runs", "schedules", "keys", "organization"].includes(seg) ? `/${seg}` : "/workflows";
 };
 
 // openOrganization makes id the session's active organization and loads the console again in
@@ -136,6 +137,7 @@ function Shell({ session, onSignOut, anyOrg, children }: any) {
         <A href="/runs">Runs</A>
         <A href="/schedules">Schedules</A>
         <A href="/keys">API keys</A>
+        <A href="/organization">Settings</A>
         <A href="/docs">API reference</A>
         <span class="grow" />
         <select aria-label="Organization" value={active ?? ""} onChange={(e) => switchOrg((e.target as HTMLSelectElement).value)}>
@@ -355,6 +357,7 @@ function RunPage({ id }: { id: string }) {
     <section>
       <h1>Run of <A href={`/workflows/${run.workflowId}`} data-testid="run-workflow">{wfName || run.workflowId}</A> <Status s={run.status} /></h1>
       <p class="meta">Run <code>{run.runId}</code> · workflow version {run.workflowVersion}{wfName ? <> · <code>{run.workflowId}</code></> : null} · created {when(run.createdAt)} · finished {when(run.finishedAt)}</p>
+      <RunRetention finishedAt={finished(run.status) ? run.finishedAt : null} />
       {run.waiting && (
         <p class="waiting" data-testid="waiting">
           Waiting at <b>{run.waiting.block_id}</b> for {run.waiting.kind === "signal" ? <>signal <code>{run.waiting.signal}</code>{run.waiting.until && <> until {when(run.waiting.until)}</>}</> : <>a sleep until {when(run.waiting.until)}</>}
@@ -659,6 +662,38 @@ function Keys() {
   );
 }
 
+// --- the organization's settings
+
+// useRole is the signed-in user's role in the active organization ("owner", "admin",
+// "member"), from its members list (an /api/auth read: no rate-limit token): undefined while
+// it is read, null when it could not be.
+function useRole(userId?: string): string | null | undefined {
+  const members = useLoad(() => get<{ members: { userId: string; role: string }[] }>("/api/auth/organization/list-members"), [userId]);
+  if (members.loading) return undefined;
+  return members.data?.members?.find((m) => m.userId === userId)?.role ?? null;
+}
+
+// mayChangeSettings: owners and admins may (a role may be a list, "admin,member": the strongest
+// counts); undefined and null (not known yet, not known) pass through.
+const mayChangeSettings = (role: string | null | undefined) =>
+  typeof role === "string" ? role.split(",").some((x) => ["owner", "admin"].includes(x.trim())) : role;
+
+// Organization is the active organization's settings: its run retention, which owners and
+// admins may shorten (members read it).
+function Organization({ session }: { session: any }) {
+  const orgs = useLoad(() => get<any[]>("/api/auth/organization/list"), []);
+  const active = session?.session?.activeOrganizationId;
+  const name = (orgs.data || []).find((o) => o.id === active)?.name;
+  const role = useRole(session?.user?.id);
+  return (
+    <section data-testid="organization">
+      <h1>Settings{name && <> <small>{name}</small></>}</h1>
+      <p class="meta">Settings of the organization open in this session. Its API keys have a page of their own: <A href="/keys">API keys</A>.</p>
+      <RetentionSettings mayChange={mayChangeSettings(role)} role={role ?? null} />
+    </section>
+  );
+}
+
 // OpenNav heads the pages shown without a session.
 const OpenNav = () => (
   <nav aria-label="Main">
@@ -672,7 +707,7 @@ const OpenNav = () => (
 // --- the app
 
 // route is the page a signed-in path shows; null for a path the console has no page for.
-function route(seg: string[], query: URLSearchParams) {
+function route(seg: string[], query: URLSearchParams, session?: any) {
   const [top, id, more] = seg;
   switch (top) {
     case undefined: case "signin": case "signup":
@@ -688,6 +723,8 @@ function route(seg: string[], query: URLSearchParams) {
       return id ? null : <Schedules query={query} />;
     case "keys":
       return id ? null : <Keys />;
+    case "organization":
+      return id ? null : <Organization session={session} />;
   }
   return null;
 }
@@ -697,7 +734,7 @@ function App() {
   const session = useLoad(() => get<any>("/api/auth/get-session"), []);
   const [u, qs] = path.split("?");
   const query = new URLSearchParams(qs || "");
-  const signOut = () => { navigate("/signin"); session.reload(); };
+  const signOut = () => { forgetRetention(); navigate("/signin"); session.reload(); };
   // The API reference is open: it shows at once, in the console's frame once a session is known.
   if (u === "/docs" || u.startsWith("/docs/")) {
     if (session.data) return <Shell session={session.data} onSignOut={signOut} anyOrg><Docs signedIn /></Shell>;
@@ -705,7 +742,7 @@ function App() {
   }
   if (session.loading) return <><RateLimited /><p>Loading…</p></>;
   const seg = u.split("/").filter(Boolean);
-  const page = route(seg, query);
+  const page = route(seg, query, session.data);
   if (!session.data) {
     // An address the console has no page for is said so, signed in or not.
     if (!page) return <><OpenNav /><main><NotFound back="/signin" backLabel="Sign in" /></main></>;
