@@ -143,7 +143,7 @@ func (e *Engine) execute(ctx context.Context, job *Job, st run.StartAttempt) (ru
 			ev = yielding(ev)
 		}
 		done := e.heavyWrite(ctx, ev)
-		o, err := e.apply(ctx, job, func(*run.Run) run.Event { return ev }, true)
+		o, err := e.apply(ctx, job, func(*run.Run) run.Event { return restamped(ev) }, true)
 		done()
 		if err != nil || o.Retry == nil {
 			return o, err
@@ -172,6 +172,19 @@ func (e *Engine) execute(ctx context.Context, job *Job, st run.StartAttempt) (ru
 		}
 		st = *o.Start
 	}
+}
+
+// restamped is ev with a failure's time taken now, inside the transaction that records it.
+// The attempt's finishedAt is that transaction's time (Postgres now(), its start), and the
+// retry is due a backoff after the failure's time: taken before the transaction began (a wait
+// for the lock, a heavy write's turn), it would put the next attempt's start less than a
+// backoff after the recorded end.
+func restamped(ev run.Event) run.Event {
+	if f, ok := ev.(run.Failed); ok {
+		f.Now = time.Now()
+		return f
+	}
+	return ev
 }
 
 // yield reports whether the worker is to hand the job's run back after the step it ran,
