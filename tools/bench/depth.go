@@ -246,46 +246,34 @@ func depthMeasure(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthStat
 // streamConnects opens the organization's stream n times, one after another, and measures
 // each until its 200's headers.
 func streamConnects(ctx context.Context, env Env, acct account, n int) (Stats, error) {
-	client := newStreamClient()
-	var lat []time.Duration
-	failures := 0
-	firstErr := ""
-	began := time.Now()
-	for range n {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.GatewayURL+"/api/runs/events", nil)
-		if err != nil {
-			return Stats{}, err
-		}
-		req.Header.Set("X-Api-Key", acct.key)
-		req.Header.Set("Accept", "text/event-stream")
-		t0 := time.Now()
-		resp, err := client.Do(req)
-		switch {
-		case err != nil:
-			failures++
-			firstErr = err.Error()
-		case resp.StatusCode != http.StatusOK:
-			failures++
-			firstErr = resp.Status
-			resp.Body.Close()
-		default:
-			lat = append(lat, time.Since(t0))
-			resp.Body.Close()
-		}
-	}
-	return sequentialStats(lat, failures, firstErr, time.Since(began)), nil
+	return sequentialStreams(ctx, env, acct, "/api/runs/events", n, func(*http.Response) error { return nil })
 }
 
 // streamCatchUps reads the whole event stream of a finished run n times, one after another,
 // each from the request until the stream's end.
 func streamCatchUps(ctx context.Context, env Env, acct account, runID string, n int) (Stats, error) {
+	return sequentialStreams(ctx, env, acct, "/api/runs/"+runID+"/events", n, func(resp *http.Response) error {
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		if !bytes.Contains(body, []byte(`"completed"`)) {
+			return errors.New("the stream ended without the run's completed status")
+		}
+		return nil
+	})
+}
+
+// sequentialStreams opens the stream at path n times, one after another, and measures each
+// from the request until read, given a 200, is done with it (an error fails that one).
+func sequentialStreams(ctx context.Context, env Env, acct account, path string, n int, read func(*http.Response) error) (Stats, error) {
 	client := newStreamClient()
 	var lat []time.Duration
 	failures := 0
 	firstErr := ""
 	began := time.Now()
 	for range n {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.GatewayURL+"/api/runs/"+runID+"/events", nil)
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, env.GatewayURL+path, nil)
 		if err != nil {
 			return Stats{}, err
 		}
@@ -298,21 +286,18 @@ func streamCatchUps(ctx context.Context, env Env, acct account, runID string, n 
 			firstErr = err.Error()
 			continue
 		}
-		body, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		switch {
-		case resp.StatusCode != http.StatusOK:
-			failures++
-			firstErr = resp.Status
-		case err != nil:
+		if resp.StatusCode != http.StatusOK {
+			err = errors.New(resp.Status)
+		} else {
+			err = read(resp)
+		}
+		if err != nil {
 			failures++
 			firstErr = err.Error()
-		case !bytes.Contains(body, []byte(`"completed"`)):
-			failures++
-			firstErr = "the stream ended without the run's completed status"
-		default:
+		} else {
 			lat = append(lat, time.Since(t0))
 		}
+		resp.Body.Close()
 	}
 	return sequentialStats(lat, failures, firstErr, time.Since(began)), nil
 }
