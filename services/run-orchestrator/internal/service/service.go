@@ -75,9 +75,11 @@ type Config struct {
 	// Retention is how long finished runs are kept (SVC_RUN_RETENTION, 720h; an organization
 	// may choose a shorter period). Every replica deletes the runs past it every SweepEvery
 	// (SVC_RETENTION_SWEEP_INTERVAL, 1m), at most SweepBatch runs a transaction
-	// (SVC_RETENTION_SWEEP_BATCH, 1000).
+	// (SVC_RETENTION_SWEEP_BATCH, 500) and SweepRate runs a second (SVC_RETENTION_SWEEP_RATE,
+	// 2500; 0, as in a Config built by hand, does not pause).
 	Retention, RetentionSweepEvery time.Duration
 	RetentionSweepBatch            int
+	RetentionSweepRate             int
 	Base                           boot.Config
 }
 
@@ -103,7 +105,8 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 
 		Retention:           r.Duration("SVC_RUN_RETENTION", run.DefaultRetention),
 		RetentionSweepEvery: r.Duration("SVC_RETENTION_SWEEP_INTERVAL", time.Minute),
-		RetentionSweepBatch: r.Int("SVC_RETENTION_SWEEP_BATCH", 1000, 1, 10000),
+		RetentionSweepBatch: r.Int("SVC_RETENTION_SWEEP_BATCH", 500, 1, 10000),
+		RetentionSweepRate:  r.Int("SVC_RETENTION_SWEEP_RATE", 2500, 0, 1000000),
 	}
 	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
 	err := r.Err()
@@ -159,7 +162,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	// for the retention sweep, which refuses zeros.
 	cfg.Retention = cmp.Or(cfg.Retention, run.DefaultRetention)
 	cfg.RetentionSweepEvery = cmp.Or(cfg.RetentionSweepEvery, time.Minute)
-	cfg.RetentionSweepBatch = cmp.Or(cfg.RetentionSweepBatch, 1000)
+	cfg.RetentionSweepBatch = cmp.Or(cfg.RetentionSweepBatch, 500)
 	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: postgres.Schema, Migrations: migrations.FS, Needs: needs(cfg.SnapshotCacheTTL > 0),
 		// River's fetchers and workers and the API share the pool: pgx's default of 4
 		// connections made every dispatch queue behind running steps.
@@ -206,7 +209,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	reader := postgres.NewRunReader(base.Pool)
 	application, err := app.New(app.Config{Catalog: catalog, Engine: eng.engine, Reader: reader, Snapshots: reader, Waker: eng.hub,
 		OrgStatuses: postgres.NewOrgStatusReader(base.Pool), Cache: cache, Retention: postgres.NewRetention(base.Pool),
-		Sweep: command.SweepConfig{Server: cfg.Retention, Batch: cfg.RetentionSweepBatch, Budget: cfg.RetentionSweepEvery, Meter: base.Tel.Meter}})
+		Sweep: command.SweepConfig{Server: cfg.Retention, Batch: cfg.RetentionSweepBatch, Budget: cfg.RetentionSweepEvery,
+			Rate: cfg.RetentionSweepRate, Meter: base.Tel.Meter}})
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ type SweepRetentionHandler struct {
 	cfg     SweepConfig
 	deleted metric.Int64Counter
 	batches metric.Int64Counter
+	pause   func(ctx context.Context, d time.Duration) // waits d or until ctx ends
 }
 
 // SweepConfig paces a sweep.
@@ -30,6 +31,11 @@ type SweepConfig struct {
 	// Budget is how long one sweep goes on while it still finds full batches (the interval
 	// between sweeps, so that sweeps never pile up).
 	Budget time.Duration
+	// Rate is the most runs a second the sweep deletes (SVC_RETENTION_SWEEP_RATE): after a
+	// batch it pauses until its runs fit in that rate, so that a backlog (a lowered period,
+	// months of history) is worked off at a pace the database serves beside the live path,
+	// not as fast as one connection can delete. Zero: no pause.
+	Rate int
 	// Meter records svc_retention_runs_deleted_total and svc_retention_batches_total; nil
 	// records nothing.
 	Meter metric.MeterProvider
@@ -50,8 +56,9 @@ func NewSweepRetentionHandler(store port.RetentionStore, cfg SweepConfig) (Sweep
 	if store == nil {
 		panic("nil store")
 	}
-	if cfg.Server <= 0 || cfg.Batch <= 0 || cfg.Budget <= 0 {
-		return SweepRetentionHandler{}, fmt.Errorf("retention sweep: period, batch and budget must be positive, got %s, %d, %s", cfg.Server, cfg.Batch, cfg.Budget)
+	if cfg.Server <= 0 || cfg.Batch <= 0 || cfg.Budget <= 0 || cfg.Rate < 0 {
+		return SweepRetentionHandler{}, fmt.Errorf("retention sweep: period, batch and budget must be positive and the rate not negative, got %s, %d, %s, %d",
+			cfg.Server, cfg.Batch, cfg.Budget, cfg.Rate)
 	}
 	mp := cfg.Meter
 	if mp == nil {
@@ -68,7 +75,26 @@ func NewSweepRetentionHandler(store port.RetentionStore, cfg SweepConfig) (Sweep
 	if err != nil {
 		return SweepRetentionHandler{}, err
 	}
-	return SweepRetentionHandler{store: store, cfg: cfg, deleted: deleted, batches: batches}, nil
+	return SweepRetentionHandler{store: store, cfg: cfg, deleted: deleted, batches: batches, pause: sleep}, nil
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}
+
+// rest is how long to pause after a batch of n runs that took took, for the sweep to stay
+// within its rate.
+func (h SweepRetentionHandler) rest(n int, took time.Duration) time.Duration {
+	if h.cfg.Rate <= 0 || n <= 0 {
+		return 0
+	}
+	return max(0, time.Duration(n)*time.Second/time.Duration(h.cfg.Rate)-took)
 }
 
 // Handle runs one sweep. On an error it returns what it did before it.
@@ -76,6 +102,7 @@ func (h SweepRetentionHandler) Handle(ctx context.Context) (SweepResult, error) 
 	start := time.Now()
 	var res SweepResult
 	for {
+		began := time.Now()
 		n, err := h.store.DeleteExpired(ctx, h.cfg.Server, h.cfg.Batch)
 		res.Deleted += n
 		res.Batches++
@@ -88,6 +115,13 @@ func (h SweepRetentionHandler) Handle(ctx context.Context) (SweepResult, error) 
 		if n < h.cfg.Batch || res.Took >= h.cfg.Budget || ctx.Err() != nil {
 			res.CaughtUp = n < h.cfg.Batch
 			break
+		}
+		if d := min(h.rest(n, time.Since(began)), h.cfg.Budget-res.Took); d > 0 {
+			h.pause(ctx, d)
+			res.Took = time.Since(start)
+			if res.Took >= h.cfg.Budget || ctx.Err() != nil {
+				break
+			}
 		}
 	}
 	if res.Deleted > 0 && ctx.Err() == nil {
