@@ -55,7 +55,7 @@ type depthState struct {
 	gateway, org, wfSmall, wfLarge string
 	runID                          string    // a finished run of wfLarge
 	began                          time.Time // before the scenario's first run
-	deepOrg, deepWf, deepStatus    string // cursors
+	deepOrg, deepWf, deepStatus    string    // cursors
 	deepFailed                     string
 }
 
@@ -126,7 +126,7 @@ func (s depth) Run(ctx context.Context, env Env) ([]Result, error) {
 			return out, err
 		}
 	}
-	res, err := depthSweep(ctx, env, pool, d, acct, keyed)
+	res, err := depthSweep(ctx, env, s.Name(), pool, d, acct, keyed)
 	out = append(out, res...)
 	if err != nil {
 		return out, err
@@ -169,6 +169,15 @@ func depthLoad(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState) 
 	return nil
 }
 
+// depthStart is a start of workflow wf with the account's key, as the start phases send it.
+func depthStart(env Env, acct account, wf string) Target {
+	return Target{
+		Method: http.MethodPost, URL: env.GatewayURL + "/api/workflows/" + wf + "/run",
+		Header: http.Header{"X-Api-Key": {acct.key}, "Content-Type": {"application/json"}},
+		Body:   []byte(`{}`), Expect: http.StatusAccepted, Check: runStarted, Per: "run",
+	}
+}
+
 // depthCursor is the cursor of the list (org's, filtered) at its middle run, at most 500,000
 // down: what a client paging that deep would send.
 func depthCursor(ctx context.Context, pool *pgxpool.Pool, org, wf, status string) (string, error) {
@@ -192,11 +201,7 @@ func depthCursor(ctx context.Context, pool *pgxpool.Pool, org, wf, status string
 func depthMeasure(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState, acct account, stage string) ([]Result, error) {
 	var out []Result
 	// Starts first, on the 2-block workflow.
-	start := Target{
-		Method: http.MethodPost, URL: env.GatewayURL + "/api/workflows/" + d.wfSmall + "/run",
-		Header: http.Header{"X-Api-Key": {acct.key}, "Content-Type": {"application/json"}},
-		Body:   []byte(`{}`), Expect: http.StatusAccepted, Check: runStarted, Per: "run",
-	}
+	start := depthStart(env, acct, d.wfSmall)
 	env.Log("  %s: POST /run at %g/s", stage, env.Rate)
 	st, err := env.Generator.Run(ctx, env.phase(start))
 	if err != nil {
@@ -303,13 +308,14 @@ func sequentialStreams(ctx context.Context, env Env, acct account, path string, 
 }
 
 // depthSweep measures a retention sweep on the loaded database while starts continue at the
-// scenario's rate. The system keeps runs for ten years (systemEnv), so nothing was swept
-// before; the scenario's organization now sets a period that puts every loaded run of its own
-// (a fifth of the load) past it, and the orchestrator's sweeper deletes them in the
-// background. Once it has begun, the start phase runs again: its row is compared with the
-// loaded database's start phase, and the runs the sweep deleted during that phase (the
-// table's delete counter, pg_stat_user_tables.n_tup_del) give its rate.
-func depthSweep(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState, acct account, keyed *apiclient.Client) ([]Result, error) {
+// scenario's rate, then the starts again once it stopped. The system keeps runs for ten years
+// (systemEnv), so nothing was swept before; the scenario's organization now sets a period that
+// puts every loaded run of its own past it, and the orchestrator's sweeper deletes them in the
+// background, at its configured pace. Once it has begun, the start phase runs: its row is
+// compared with the start phases without a sweep (before, "loaded: POST /run", and after,
+// once the organization's period is reset and the sweep has stopped), and the runs deleted
+// during it (the table's delete counter, pg_stat_user_tables.n_tup_del) give the sweep's rate.
+func depthSweep(ctx context.Context, env Env, scenario string, pool *pgxpool.Pool, d *depthState, acct account, keyed *apiclient.Client) ([]Result, error) {
 	// Past the period: every run that finished more than ten minutes before the scenario's
 	// first run, so the scenario's own runs stay for the reads' sake.
 	cutoff := d.began.Add(-10 * time.Minute)
@@ -336,35 +342,19 @@ func depthSweep(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState,
 	if _, err := keyed.SetRetention(ctx, "", &period); err != nil {
 		return nil, fmt.Errorf("sweep: PUT retention: %w", err)
 	}
-	defer func() {
-		if _, err := keyed.SetRetention(context.WithoutCancel(ctx), "", nil); err != nil {
-			env.Log("  sweep: resetting the organization's retention: %v", err)
-		}
-	}()
+	reset := func(ctx context.Context) error {
+		_, err := keyed.SetRetention(ctx, "", nil)
+		return err
+	}
+	defer func() { _ = reset(context.WithoutCancel(ctx)) }()
 	// The sweeper looks at the setting on its next sweep: at most one interval (1 m by default).
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
+	if err := pollUntil(ctx, 3*time.Minute, func() (bool, error) {
 		n, err := deleted()
-		if err != nil {
-			return nil, fmt.Errorf("sweep: %w", err)
-		}
-		if n > before {
-			break
-		}
-		if time.Now().After(deadline) {
-			return nil, errors.New("sweep: no run was deleted within 3 minutes of setting the retention (is the orchestrator's sweeper on?)")
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
+		return n > before, err
+	}); err != nil {
+		return nil, fmt.Errorf("sweep: no run deleted after the retention was set (is the orchestrator's sweeper on?): %w", err)
 	}
-	start := Target{
-		Method: http.MethodPost, URL: env.GatewayURL + "/api/workflows/" + d.wfSmall + "/run",
-		Header: http.Header{"X-Api-Key": {acct.key}, "Content-Type": {"application/json"}},
-		Body:   []byte(`{}`), Expect: http.StatusAccepted, Check: runStarted, Per: "run",
-	}
+	start := depthStart(env, acct, d.wfSmall)
 	env.Log("  loaded, sweeping: POST /run at %g/s", env.Rate)
 	from, err := deleted()
 	if err != nil {
@@ -380,20 +370,89 @@ func depthSweep(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState,
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
-	rate := float64(to-from) / took.Seconds()
-	out := []Result{{Scenario: "depth", Phase: "loaded, sweeping: POST /run (202)", Stats: st,
-		Note: fmt.Sprintf("Retention sweep during the loaded start phase: %d runs deleted in %s (warm-up included), %.0f runs/s (target ≥ 2,000/s: %s); %d of the organization's runs were past the period when it was set.",
-			to-from, took.Round(100*time.Millisecond), rate, verdict(rate >= 2000), expired)}}
 	left, err := pastPeriod()
 	if err != nil {
 		return nil, fmt.Errorf("sweep: %w", err)
 	}
+	rate := float64(to-from) / took.Seconds()
+	out := []Result{{Scenario: scenario, Phase: "loaded, sweeping: POST /run (202)", Stats: st,
+		Note: fmt.Sprintf("Retention sweep during the start phase: %d runs deleted in %s (warm-up included), %.0f runs/s (target ≥ 2,000/s: %s); %d of the organization's runs were past the period when it was set,",
+			to-from, took.Round(100*time.Millisecond), rate, verdict(rate >= 2000), expired)}}
 	if left == 0 {
-		out[0].Note += " The sweep ran out of runs during the phase: the rate is a lower bound."
+		out[0].Note += " none at the phase's end: the sweep ran out of runs during the phase, and the rate is a lower bound."
 	} else {
-		out[0].Note += fmt.Sprintf(" %d were still past it at the phase's end.", left)
+		out[0].Note += fmt.Sprintf(" %d still at the phase's end.", left)
 	}
-	return out, nil
+	// The starts again without a sweep: the period reset, once the delete counter stands still.
+	if err := reset(ctx); err != nil {
+		return out, fmt.Errorf("sweep: reset the retention: %w", err)
+	}
+	last, _ := deleted()
+	if err := pollUntil(ctx, 3*time.Minute, func() (bool, error) {
+		time.Sleep(2 * time.Second) // the statistics' own flush interval is a second
+		n, err := deleted()
+		still := n == last
+		last = n
+		return still, err
+	}); err != nil {
+		return out, fmt.Errorf("sweep: the sweep did not stop after the reset: %w", err)
+	}
+	env.Log("  loaded, after the sweep: POST /run at %g/s", env.Rate)
+	st, err = env.Generator.Run(ctx, env.phase(start))
+	if err != nil {
+		return out, err
+	}
+	return append(out, Result{Scenario: scenario, Phase: "loaded, after the sweep: POST /run (202)", Stats: st}), nil
+}
+
+// pollUntil calls done every 500 ms until it says so, fails, or limit passes.
+func pollUntil(ctx context.Context, limit time.Duration, done func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not within %s", limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+	}
+}
+
+// sweepFindings puts the sweeping start phase beside the start phases without a sweep, before
+// and after it: the rise of p50, p90 and p99 over their mean, against the target (p99 less
+// than 20 % higher).
+func sweepFindings(rows []Result) {
+	var quiet []Stats
+	sweeping := -1
+	for i, r := range rows {
+		switch r.Phase {
+		case "loaded: POST /run (202)", "loaded, after the sweep: POST /run (202)":
+			quiet = append(quiet, r.Stats)
+		case "loaded, sweeping: POST /run (202)":
+			sweeping = i
+		}
+	}
+	if sweeping < 0 || len(quiet) == 0 {
+		return
+	}
+	var p50, p90, p99 time.Duration
+	for _, q := range quiet {
+		p50, p90, p99 = p50+q.P50/time.Duration(len(quiet)), p90+q.P90/time.Duration(len(quiet)), p99+q.P99/time.Duration(len(quiet))
+	}
+	if p50 == 0 || p90 == 0 || p99 == 0 {
+		return
+	}
+	s := rows[sweeping].Stats
+	rise := func(v, base time.Duration) float64 { return 100 * (float64(v)/float64(base) - 1) }
+	rows[sweeping].Note += fmt.Sprintf(" Starts while sweeping against the mean of the %d start phases without a sweep: p50 %s vs %s (%+.0f%%), p90 %s vs %s (%+.0f%%), p99 %s vs %s (%+.0f%%; target < +20%%: %s).",
+		len(quiet), millis(s.P50), millis(p50), rise(s.P50, p50), millis(s.P90), millis(p90), rise(s.P90, p90),
+		millis(s.P99), millis(p99), rise(s.P99, p99), verdict(rise(s.P99, p99) < 20))
 }
 
 // depthFindings puts each loaded row beside its empty one: the ratio of p50 and p99, against
@@ -405,20 +464,7 @@ func depthFindings(rows []Result) error {
 			empty[r.Phase[7:]] = r.Stats
 		}
 	}
-	loadedStart, sweeping := -1, -1
-	for i, r := range rows {
-		switch r.Phase {
-		case "loaded: POST /run (202)":
-			loadedStart = i
-		case "loaded, sweeping: POST /run (202)":
-			sweeping = i
-		}
-	}
-	if loadedStart >= 0 && sweeping >= 0 && rows[loadedStart].P99 > 0 {
-		rise := float64(rows[sweeping].P99)/float64(rows[loadedStart].P99) - 1
-		rows[sweeping].Note += fmt.Sprintf(" Starts' p99 while sweeping %s vs %s without: %+.0f%% (target < +20%%: %s).",
-			millis(rows[sweeping].P99), millis(rows[loadedStart].P99), 100*rise, verdict(rise < 0.2))
-	}
+	sweepFindings(rows)
 	for i, r := range rows {
 		if len(r.Phase) <= 8 || r.Phase[:8] != "loaded: " {
 			continue

@@ -99,6 +99,7 @@ type config struct {
 	stopWait    time.Duration // how long devstack may take to stop
 	databaseURL string        // the system's database, for the scenarios that measure its tables
 	depthRuns   int           // -depth-runs: the finished runs the depth scenario loads
+	sweepRuns   int           // -sweep-runs: the expired runs the sweep scenario loads
 }
 
 // parseConfig reads the flags once. getwd finds the repository root.
@@ -122,6 +123,7 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	fs.StringVar(&cfg.databaseURL, "database-url", cmp.Or(os.Getenv("SVC_DATABASE_URL"), defaultDatabaseURL),
 		"the system's Postgres database (run-bytes and depth read the orchestrator's tables there; default $SVC_DATABASE_URL, else devstack's)")
 	fs.IntVar(&cfg.depthRuns, "depth-runs", 5_000_000, "finished runs the depth scenario loads between its empty and its loaded measurements")
+	fs.IntVar(&cfg.sweepRuns, "sweep-runs", 1_000_000, "finished runs the sweep scenario loads for its organization, all past the period it then sets")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -270,6 +272,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		Log:            say,
 		DatabaseURL:    cfg.databaseURL,
 		DepthRuns:      cfg.depthRuns,
+		SweepRuns:      cfg.sweepRuns,
 	}
 	var results []Result
 	var failures []error

@@ -39,6 +39,7 @@ func allScenarios() []Scenario {
 		eventLatency{},
 		runBytesScenario{},
 		depth{},
+		sweep{},
 	}
 }
 
@@ -73,9 +74,11 @@ type Env struct {
 	CPU *cpuMeter
 	Log func(format string, args ...any) // progress for the person watching
 	// DatabaseURL is the system's Postgres database, for the scenarios that read the
-	// orchestrator's tables (run-bytes, depth); DepthRuns is what depth loads there.
+	// orchestrator's tables (run-bytes, depth, sweep); DepthRuns is what depth loads there,
+	// SweepRuns what sweep does.
 	DatabaseURL string
 	DepthRuns   int
+	SweepRuns   int
 }
 
 // phase is the load of one measured phase at env's rate and durations.
