@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -140,6 +141,9 @@ type Options struct {
 	// Pprof gives every process its own profiler listener (SVC_PPROF_ADDR); see
 	// Process.PprofURL.
 	Pprof bool
+	// Secret, when set, is the internal signing secret (SVC_INTERNAL_SECRET) instead of a
+	// fresh one: a system restored from another's backup keeps its predecessor's.
+	Secret string
 }
 
 // System is a running system.
@@ -176,10 +180,13 @@ func New(t *testing.T, opts Options) *System {
 	s := &System{
 		URLs:        map[Service]string{},
 		procs:       map[Service][]*Process{},
-		Secret:      randomHex(32),
+		Secret:      opts.Secret,
 		DatabaseURL: opts.DatabaseURL,
 		RedisPrefix: testkit.Name("e2e") + ":",
 		opts:        opts,
+	}
+	if s.Secret == "" {
+		s.Secret = randomHex(32)
 	}
 	if s.DatabaseURL == "" {
 		s.DatabaseURL = testkit.NewDatabase(t)
@@ -235,6 +242,17 @@ func (s *System) StartAll(t *testing.T) {
 	t.Helper()
 	for _, svc := range services {
 		s.Run(t, svc, nil)
+	}
+}
+
+// StopAll stops every live process (SIGTERM, as Process.Stop), the gateway first and the
+// backends in the reverse of their start order, so that no request reaches a stopped peer.
+func (s *System) StopAll(t *testing.T) {
+	t.Helper()
+	for _, svc := range slices.Backward(services) {
+		for _, p := range s.Live(svc) {
+			p.Stop(t)
+		}
 	}
 }
 

@@ -159,6 +159,70 @@ func (p *Postgres) NewDatabase(t testing.TB) string {
 	return u.String()
 }
 
+// PostgresTools checks that the named PostgreSQL programs (initdb, pg_dump, ...) are installed
+// where StartPostgres looks for them, and names those that are not.
+func PostgresTools(names ...string) error {
+	bin, err := postgresBin()
+	if err != nil {
+		return err
+	}
+	var missing []string
+	for _, n := range names {
+		if _, err := os.Stat(filepath.Join(bin, n)); err != nil {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("%v not installed in %s (Debian's postgresql package has them)", missing, bin)
+	}
+	return nil
+}
+
+// Dump writes database, as the running server holds it, to file with pg_dump in its custom
+// format (-Fc). pg_dump reads every schema in one transaction, so the file is one consistent
+// snapshot even while the system writes.
+func (p *Postgres) Dump(t testing.TB, database, file string) {
+	t.Helper()
+	p.client(t, "pg_dump", "--format=custom", "--file="+file, p.databaseURL(database))
+}
+
+// Restore creates database on the server and loads file, written by Dump, into it with
+// pg_restore in one transaction: all of it or, on the first error, none.
+func (p *Postgres) Restore(t testing.TB, database, file string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c, err := pgx.Connect(ctx, p.URL)
+	if err != nil {
+		t.Fatalf("harness: private Postgres: %v", err)
+	}
+	defer c.Close(ctx)
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{database}.Sanitize()); err != nil {
+		t.Fatalf("harness: create database: %v", err)
+	}
+	p.client(t, "pg_restore", "--single-transaction", "--exit-on-error", "--no-owner", "--dbname="+p.databaseURL(database), file)
+}
+
+// databaseURL is the URL of database on the server.
+func (p *Postgres) databaseURL(database string) string {
+	u, _ := url.Parse(p.URL)
+	u.Path = "/" + database
+	return u.String()
+}
+
+// client runs a client program of the installation (pg_dump, pg_restore) as the test's own
+// user, which may write where the server's user may not.
+func (p *Postgres) client(t testing.TB, name string, args ...string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(p.bin, name), args...)
+	cmd.Env = append(os.Environ(), "LC_ALL=C", "PGCONNECT_TIMEOUT=10")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("harness: %s: %v\n%s", name, err, out)
+	}
+}
+
 func (p *Postgres) command(name string, args ...string) *exec.Cmd {
 	cmd := exec.Command(filepath.Join(p.bin, name), args...)
 	cmd.Dir = filepath.Dir(p.dir) // the server's user may not enter the test's directory
