@@ -18,7 +18,7 @@ import (
 )
 
 // infra is what the dev overlay adds to the services for a local cluster.
-var infra = []string{"postgres", "redis", "otel-collector", "jaeger"}
+var infra = []string{"postgres", "redis", "otel-collector", "jaeger", "prometheus", "grafana"}
 
 // TestServiceBase holds each service's base to issue 8: a Deployment with /health and /ready
 // probes on a port it listens on, requests and limits, the restricted security context, a

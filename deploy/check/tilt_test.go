@@ -96,9 +96,12 @@ func TestTiltfile(t *testing.T) {
 		require.FileExists(t, b.path(img.Dockerfile))
 	}
 
-	// Port-forwards: gateway on 8080, Jaeger on 16686, each to a port the pod declares.
+	// Port-forwards: gateway on 8080, Jaeger on 16686, Prometheus on 9090, Grafana on 3000, each
+	// to a port the pod declares.
 	requireForward(t, tilt, applied, "gateway", 8080)
 	requireForward(t, tilt, applied, "jaeger", 16686)
+	requireForward(t, tilt, applied, "prometheus", 9090)
+	requireForward(t, tilt, applied, "grafana", 3000)
 	for _, store := range []string{"postgres", "redis"} {
 		require.True(t, workloads[store], "the dev overlay has %s", store)
 	}

@@ -5,10 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"svc.dev/libs/telemetry"
@@ -46,6 +49,43 @@ func TestMetricsEndpoint(t *testing.T) {
 	tel.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
 	require.Equal(t, 200, rec.Code)
 	require.Contains(t, rec.Body.String(), "svc_test_things_total 3")
+}
+
+// TestRouteLabelsServerMetrics: the route WithRoute records labels the request's HTTP server
+// metrics, so that alerts can select one route (deploy/prometheus: the start of a run); a
+// request that matched no route has no route label.
+func TestRouteLabelsServerMetrics(t *testing.T) {
+	t.Parallel()
+	tel := telemetry.NewWithProvider(sdktrace.NewTracerProvider())
+	h := otelhttp.NewHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/unrouted" {
+			telemetry.WithRoute(r.Context(), r.Method, "/api/workflows/{id}/run")
+		}
+		w.WriteHeader(http.StatusAccepted)
+	}), "test", otelhttp.WithMeterProvider(tel.Meter), otelhttp.WithTracerProvider(tel.Tracer))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("POST", "/api/workflows/wf_1/run", nil))
+	h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/unrouted", nil))
+	// Outside an instrumented handler there is no labeler to add to: nothing happens.
+	telemetry.WithRoute(context.Background(), "GET", "/x")
+
+	rec := httptest.NewRecorder()
+	tel.Metrics.ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	var routed, unrouted bool
+	for _, line := range strings.Split(rec.Body.String(), "\n") {
+		if !strings.HasPrefix(line, "http_server_request_duration_seconds_count{") {
+			continue
+		}
+		switch {
+		case strings.Contains(line, `http_request_method="POST"`):
+			require.Contains(t, line, `http_route="/api/workflows/{id}/run"`)
+			require.Contains(t, line, `http_response_status_code="202"`)
+			routed = true
+		case strings.Contains(line, `http_request_method="GET"`):
+			require.NotContains(t, line, "http_route=")
+			unrouted = true
+		}
+	}
+	require.True(t, routed && unrouted, "both requests counted:\n%s", rec.Body.String())
 }
 
 func TestParseLevel(t *testing.T) {
