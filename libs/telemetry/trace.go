@@ -78,6 +78,12 @@ func New(ctx context.Context, service, version string) (Telemetry, error) {
 
 // newMeter builds a meter provider whose readings are pulled by a Prometheus scrape of the
 // returned handler. The registry is the service's own, not the process-global default.
+//
+// The handler speaks OpenMetrics to a scraper that asks for it (Prometheus does by default):
+// only that format carries exemplars, the trace id of a sampled span that recorded a counter
+// or histogram value (the SDK's default trace-based filter keeps those of sampled spans only,
+// so there are none while no OTLP exporter is configured). A plain GET still gets the classic
+// text format.
 func newMeter(res *resource.Resource) (*sdkmetric.MeterProvider, http.Handler, error) {
 	reg := prometheus.NewRegistry()
 	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
@@ -85,7 +91,7 @@ func newMeter(res *resource.Resource) (*sdkmetric.MeterProvider, http.Handler, e
 		return nil, nil, fmt.Errorf("prometheus exporter: %w", err)
 	}
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res), sdkmetric.WithReader(exp))
-	return mp, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), nil
+	return mp, promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}), nil
 }
 
 // NewWithProvider wraps a tracer provider built elsewhere, such as one with an in-memory

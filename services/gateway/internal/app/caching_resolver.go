@@ -4,8 +4,12 @@ import (
 	"container/list"
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"svc.dev/libs/ratelimit"
 )
@@ -45,6 +49,37 @@ type CachingResolver struct {
 	mu      sync.Mutex
 	entries map[[sha256.Size]byte]*list.Element
 	order   *list.List // of *cacheEntry, oldest first
+
+	// lookups is svc_gateway_guard_cache_total (nil: not counted).
+	lookups metric.Int64Counter
+}
+
+// CountLookups returns c counting its lookups on mp: svc_gateway_guard_cache_total{result},
+// a hit when a fresh entry answered under the current epoch, a miss when identity was asked.
+func (c *CachingResolver) CountLookups(mp metric.MeterProvider) *CachingResolver {
+	lookups, err := mp.Meter("svc.dev/services/gateway").Int64Counter("svc_gateway_guard_cache_total",
+		metric.WithDescription("Guard cache lookups of this replica, by result: hit (a fresh entry answered under the current revocation epoch) or miss (identity was asked: no entry, an expired one, a moved or unreadable epoch)."),
+		metric.WithUnit("{lookup}"))
+	if err != nil {
+		panic(fmt.Sprintf("guard cache counter: %v", err)) // only for an invalid name
+	}
+	for _, r := range []string{cacheHit, cacheMiss} {
+		lookups.Add(context.Background(), 0, metric.WithAttributes(attribute.String("result", r)))
+	}
+	c.lookups = lookups
+	return c
+}
+
+// The results of a guard cache lookup.
+const (
+	cacheHit  = "hit"
+	cacheMiss = "miss"
+)
+
+func (c *CachingResolver) count(ctx context.Context, result string) {
+	if c.lookups != nil {
+		c.lookups.Add(context.WithoutCancel(ctx), 1, metric.WithAttributes(attribute.String("result", result)))
+	}
 }
 
 type cacheEntry struct {
@@ -104,8 +139,10 @@ func (c *CachingResolver) ResolveAndAllow(ctx context.Context, cr Credentials, l
 			taken = &lim
 		}
 		if err == nil && epoch == e.epoch {
+			c.count(ctx, cacheHit)
 			return e.res, taken, nil
 		}
+		c.count(ctx, cacheMiss)
 		c.drop(key)
 		res, rerr := c.next.Resolve(ctx, cr)
 		if rerr != nil {
@@ -126,6 +163,7 @@ func (c *CachingResolver) ResolveAndAllow(ctx context.Context, cr Credentials, l
 
 	// A miss: the epoch is read before identity is asked, so an entry can only be stored with
 	// an epoch no newer than the state its identity was read from.
+	c.count(ctx, cacheMiss)
 	epoch, eerr := c.epochs.Epoch(ctx)
 	res, err := c.next.Resolve(ctx, cr)
 	if err != nil {

@@ -53,6 +53,7 @@ func CountRefusals(next RateLimiter, mp metric.MeterProvider) RateLimiter {
 	if err != nil {
 		panic(fmt.Sprintf("rate limited counter: %v", err)) // only for an invalid name
 	}
+	refused.Add(context.Background(), 0) // the series exists before the first refusal
 	return refusalCounting{next: next, refused: refused}
 }
 

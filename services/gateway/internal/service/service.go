@@ -156,10 +156,10 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	var guardResolver app.Resolver = resolver
 	if cfg.GuardCacheTTL > 0 {
 		guardResolver = app.NewCachingResolver(resolver, redis.NewRedisEpochReader(base.Redis, base.Keys),
-			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil)
+			cfg.GuardCacheTTL, app.DefaultGuardCacheEntries, nil).CountLookups(base.Tel.Meter)
 	}
 	gw := httpapi.NewGateway(log, guardResolver, buckets, upstreams).WithMaxStreams(cfg.MaxStreams).
-		WithTrustedOrigins(cfg.Origins)
+		WithTrustedOrigins(cfg.Origins).WithStreamGauge(base.Tel.Meter)
 	if base.Redis != nil {
 		// The caps on open streams hold across replicas, counted in Redis (on each replica
 		// alone while Redis fails).

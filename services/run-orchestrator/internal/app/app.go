@@ -5,6 +5,8 @@
 package app
 
 import (
+	"go.opentelemetry.io/otel/metric"
+
 	"svc.dev/services/run-orchestrator/internal/app/command"
 	"svc.dev/services/run-orchestrator/internal/app/port"
 	"svc.dev/services/run-orchestrator/internal/app/query"
@@ -54,6 +56,8 @@ type Config struct {
 	Cache *command.SnapshotCache
 	// StartSlots bounds the start batches in flight (0: command.DefaultStartSlots).
 	StartSlots int
+	// Meter counts the runs started (nil: not counted).
+	Meter metric.MeterProvider
 }
 
 // New wires the use cases.
@@ -61,6 +65,9 @@ func New(cfg Config) (Application, error) {
 	batch := command.NewStartRunsHandler(cfg.Catalog, cfg.Engine)
 	if cfg.Cache != nil {
 		batch = batch.WithCache(cfg.Cache)
+	}
+	if cfg.Meter != nil {
+		batch = batch.WithMeter(cfg.Meter)
 	}
 	slots := cfg.StartSlots
 	if slots <= 0 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
@@ -40,6 +41,8 @@ type engineConfig struct {
 	Tracer                           trace.TracerProvider
 	Propagator                       propagation.TextMapPropagator
 	Expressions                      run.EvalLimits
+	// Meter records the engine's, the queue's and the backlog's metrics (docs/METRICS.md).
+	Meter metric.MeterProvider
 }
 
 // runtime is the engine and the adapters around it, and their life cycle.
@@ -50,6 +53,7 @@ type runtime struct {
 	timers   *postgres.Timers
 	replicas *postgres.Replicas
 	feed     *runevents.Feed
+	backlog  *postgres.Backlog
 	// hub wakes this replica's event streams: from the listener (every replica's commits,
 	// through NOTIFY) and directly from the notifier (this replica's).
 	hub      *runnotify.Hub
@@ -74,7 +78,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	runtimes := builtin.All()
 	interp := run.NewInterpreter(run.Connectors(catalog, runtimes, cfg.Connectors), run.NewTemplates(cfg.Expressions), func() string { return wire.NewID(wire.Attempt) }, run.WithLimits(cfg.Limits))
 	jobs, err := river.NewJobs(ctx, pool, river.Config{Schema: postgres.Schema, Replica: cfg.Replica, Workers: cfg.Workers,
-		OrgCeiling: cfg.OrgCeiling, Propagator: cfg.Propagator}, log)
+		OrgCeiling: cfg.OrgCeiling, Propagator: cfg.Propagator, Meter: cfg.Meter}, log)
 	if err != nil {
 		return nil, err
 	}
@@ -84,9 +88,15 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	notifier := runnotify.NewNotifier(pool, hub, runnotify.DefaultBatch, log)
 	store := postgres.NewRunStore(pool, jobs, publishers{feed, notifier}, tm, cfg.Replica, log)
 	runs, err := engine.New(engine.Config{Runs: store, Turns: jobs, Interpreter: interp, Catalog: catalog,
-		Connectors: runtimes, ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Log: log})
+		Connectors: runtimes, ConnectorConfig: cfg.Connectors, Tracer: cfg.Tracer, Meter: cfg.Meter, Log: log})
 	if err != nil {
 		return nil, err
+	}
+	var backlog *postgres.Backlog
+	if cfg.Meter != nil {
+		if backlog, err = postgres.NewBacklog(pool, cfg.Meter, log); err != nil {
+			return nil, err
+		}
 	}
 	queue := river.New(jobs, runs)
 	reps := postgres.NewReplicas(pool, postgres.ReplicasConfig{Replica: cfg.Replica, Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery},
@@ -94,7 +104,7 @@ func newEngine(ctx context.Context, pool *pgxpool.Pool, cfg engineConfig, log *s
 	// A first stream here: the heartbeat tells the others at once, and the streams read again
 	// once the others have surely heard (their next heartbeat, with room for a slow one).
 	hub.OnFirst(2*reps.Heartbeat()+500*time.Millisecond, reps.BeatNow)
-	return &runtime{engine: runs, jobs: jobs, queue: queue, timers: tm, replicas: reps, feed: feed, hub: hub, notifier: notifier,
+	return &runtime{engine: runs, jobs: jobs, queue: queue, timers: tm, replicas: reps, feed: feed, backlog: backlog, hub: hub, notifier: notifier,
 		listener: runnotify.NewListener(pool, hub, log), replica: cfg.Replica}, nil
 }
 
@@ -133,6 +143,9 @@ func (e *runtime) start(ctx context.Context) error {
 // continues there. stop may be called more than once.
 func (e *runtime) stop(ctx context.Context) error {
 	e.stopOnce.Do(func() {
+		if e.backlog != nil {
+			e.backlog.Close()
+		}
 		e.timers.Stop()
 		err := e.queue.Stop(ctx)
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

@@ -180,7 +180,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 		Workers: cfg.Workers, OrgCeiling: cfg.OrgCeiling, Connectors: connectors.Config{Log: log, AllowPrivateNetwork: cfg.AllowPrivateNetwork, MaxOutput: cfg.AttemptOutputMax},
 		Limits:    run.Limits{AttemptOutput: cfg.AttemptOutputMax, RunOutput: cfg.RunOutputMax},
 		Heartbeat: cfg.Heartbeat, DeadAfter: cfg.DeadAfter, SweepEvery: cfg.SweepEvery,
-		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator, Expressions: cfg.Expressions,
+		Tracer: base.Tel.Tracer, Propagator: base.Tel.Propagator, Expressions: cfg.Expressions, Meter: base.Tel.Meter,
 	}, log)
 	if err != nil {
 		return nil, fmt.Errorf("engine: %w", err)
@@ -210,7 +210,8 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	application, err := app.New(app.Config{Catalog: catalog, Engine: eng.engine, Reader: reader, Snapshots: reader, Waker: eng.hub,
 		OrgStatuses: postgres.NewOrgStatusReader(base.Pool), Cache: cache, Retention: postgres.NewRetention(base.Pool),
 		Sweep: command.SweepConfig{Server: cfg.Retention, Batch: cfg.RetentionSweepBatch, Budget: cfg.RetentionSweepEvery,
-			Rate: cfg.RetentionSweepRate, Meter: base.Tel.Meter}})
+			Rate: cfg.RetentionSweepRate, Meter: base.Tel.Meter},
+		Meter: base.Tel.Meter})
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (*Applica
 	if cfg.TickSizes != (command.TickConfig{}) {
 		sizes = cfg.TickSizes
 	}
+	sizes.Meter = base.Tel.Meter
 	repo := postgres.NewScheduleRepository(base.Pool)
 	now := cfg.Now
 	if now == nil {

@@ -142,7 +142,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 			connect.WithInterceptors(base.RPCInterceptors()...)),
 		log)
 	handler := base.Handler(boot.Routes{
-		API:          httpapi.NewRouter(registry, application, log),
+		API:          httpapi.NewRouter(registry, application, base.Tel.Meter, log),
 		OpenPrefixes: []string{httpapi.Prefix + "/"},
 	})
 	return &Application{base: base, addr: cfg.Addr, handler: handler}, nil

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
+
 	"svc.dev/libs/buildinfo"
 	"svc.dev/libs/internalauth"
 	"svc.dev/libs/ratelimit"
@@ -43,6 +45,8 @@ type Gateway struct {
 	mcp http.Handler
 	// streams caps the event streams open per principal, user and organization (streams.go).
 	streams streams
+	// streamsOpen is svc_gateway_streams_open (nil: not reported).
+	streamsOpen metric.Int64UpDownCounter
 	// origins are the trusted origins (SVC_PUBLIC_URL's and SVC_TRUSTED_ORIGINS): a write the
 	// session cookie authenticates must come from a page of one of them (origin.go).
 	origins web.Origins

@@ -2,11 +2,14 @@ package httpapi
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/metric"
 
 	"svc.dev/libs/internalauth"
 	"svc.dev/services/gateway/internal/app"
@@ -97,6 +100,20 @@ func (g *Gateway) WithMaxStreams(lim app.StreamLimits) *Gateway {
 	return g
 }
 
+// WithStreamGauge reports the event streams this replica holds open on mp
+// (svc_gateway_streams_open).
+func (g *Gateway) WithStreamGauge(mp metric.MeterProvider) *Gateway {
+	open, err := mp.Meter("svc.dev/services/gateway").Int64UpDownCounter("svc_gateway_streams_open",
+		metric.WithDescription("Event streams this replica proxies now (each holds a slot under its principal's, user's and organization's ceilings)."),
+		metric.WithUnit("{stream}"))
+	if err != nil {
+		panic(fmt.Sprintf("streams gauge: %v", err)) // only for an invalid name
+	}
+	open.Add(context.Background(), 0)
+	g.streamsOpen = open
+	return g
+}
+
 // WithStreamSlots counts the streams' slots across gateway replicas in slots.
 func (g *Gateway) WithStreamSlots(slots app.StreamSlots) *Gateway {
 	g.streams.shared = slots
@@ -140,6 +157,10 @@ func (g *Gateway) serveStream(w http.ResponseWriter, r *http.Request, id interna
 	if full := g.streams.take(ctx, g.log, id); full != nil {
 		writeError(w, r, g.log, &streamsFullError{ceiling: *full})
 		return
+	}
+	if g.streamsOpen != nil {
+		g.streamsOpen.Add(ctx, 1)
+		defer g.streamsOpen.Add(context.WithoutCancel(ctx), -1)
 	}
 	_ = http.NewResponseController(w).SetWriteDeadline(time.Time{})
 	proxy.ServeHTTP(w, r.WithContext(ctx))

@@ -24,16 +24,16 @@ const brokenCode = "run_unreadable"
 
 // FailJob fails the run of job with cause and completes the job, unless the job no longer
 // holds the run (another replica's sweeper took it over) or the run has already ended.
-func (s *RunStore) FailJob(ctx context.Context, job *engine.Job, cause error) error {
-	_, err := s.update(ctx, job.RunID, job, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
+func (s *RunStore) FailJob(ctx context.Context, job *engine.Job, cause error) (run.Outcome, error) {
+	o, err := s.update(ctx, job.RunID, job, NewCache(), func(ctx context.Context, tx pgx.Tx, l *Locked) (run.Outcome, error) {
 		o, err := s.failBroken(ctx, tx, l, cause, run.StatusFailed)
 		o.CompleteJob = true
 		return o, err
 	})
 	if errors.Is(err, run.ErrNotFound) {
-		return s.CompleteJob(ctx, job)
+		return run.Outcome{}, s.CompleteJob(ctx, job)
 	}
-	return err
+	return o, err
 }
 
 // failBroken ends a run that cannot go on, in SQL of its own (the interpreter cannot read the

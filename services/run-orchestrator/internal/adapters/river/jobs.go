@@ -55,12 +55,15 @@ func NewJobs(ctx context.Context, pool *pgxpool.Pool, cfg Config, log *slog.Logg
 	}
 	j := &Jobs{schema: cfg.Schema, fair: fairshare.NewClock(0, 0), propagator: cfg.Propagator}
 	j.turns = &turns{pool: pool, clock: j.fair}
-	j.queue = &Queue{jobs: j, ceiling: newCeiling(OrgCeiling(cfg.Workers, cfg.OrgCeiling)), log: log}
+	busy, err := workerGauges(cfg.Meter, cfg.Workers)
+	if err != nil {
+		return nil, err
+	}
+	j.queue = &Queue{jobs: j, ceiling: newCeiling(OrgCeiling(cfg.Workers, cfg.OrgCeiling)), log: log, busy: busy}
 	workers := river.NewWorkers()
 	if err := river.AddWorkerSafely(workers, &worker{q: j.queue}); err != nil {
 		return nil, err
 	}
-	var err error
 	j.client, err = river.NewClient(riverpgxv5.New(pool), &river.Config{
 		Schema:            cfg.Schema,
 		ID:                cfg.Replica,

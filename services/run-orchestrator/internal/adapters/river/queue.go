@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"sync"
 
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 
 	"svc.dev/services/run-orchestrator/internal/app/engine"
@@ -25,6 +27,8 @@ type Config struct {
 	OrgCeiling int
 	// Propagator carries traces into jobs (nil: none).
 	Propagator propagation.TextMapPropagator
+	// Meter records svc_workers_busy and svc_workers_max (nil: not recorded).
+	Meter metric.MeterProvider
 }
 
 // Queue is the workers of jobs' River client: each takes a job and hands its run to the
@@ -34,6 +38,8 @@ type Queue struct {
 	engine  *engine.Engine
 	ceiling *ceiling
 	log     *slog.Logger
+	// busy is svc_workers_busy: the jobs this replica's workers hold.
+	busy metric.Int64UpDownCounter
 
 	stopOnce sync.Once
 	stopErr  error
@@ -65,4 +71,27 @@ func (q *Queue) Stop(ctx context.Context) error {
 		q.stopErr = q.jobs.client.Stop(ctx)
 	})
 	return q.stopErr
+}
+
+// workerGauges builds svc_workers_busy and records svc_workers_max (workers) on mp.
+func workerGauges(mp metric.MeterProvider, workers int) (metric.Int64UpDownCounter, error) {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := mp.Meter("svc.dev/services/run-orchestrator/river")
+	busy, err := m.Int64UpDownCounter("svc_workers_busy",
+		metric.WithDescription("Jobs this replica's workers hold now (each drives a run, or waits for its organization's ceiling)."),
+		metric.WithUnit("{worker}"))
+	if err != nil {
+		return nil, fmt.Errorf("svc_workers_busy: %w", err)
+	}
+	busy.Add(context.Background(), 0)
+	most, err := m.Int64Gauge("svc_workers_max",
+		metric.WithDescription("Jobs this replica's workers may hold at once (SVC_ORCHESTRATOR_WORKERS)."),
+		metric.WithUnit("{worker}"))
+	if err != nil {
+		return nil, fmt.Errorf("svc_workers_max: %w", err)
+	}
+	most.Record(context.Background(), int64(workers))
+	return busy, nil
 }

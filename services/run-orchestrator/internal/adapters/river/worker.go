@@ -28,6 +28,8 @@ func (w *worker) Timeout(*river.Job[runArgs]) time.Duration { return -1 }
 // is failed with the error recorded rather than left waiting for a job River has discarded.
 func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
 	q := w.q
+	q.busy.Add(ctx, 1)
+	defer q.busy.Add(context.WithoutCancel(ctx), -1)
 	if rj.Attempt == 1 && !rj.Args.Due && !snoozed(rj.JobRow) {
 		// A tagged job on its first try tells the clock where the queue stands until the
 		// queue's head is read. A later try, a job given back by the ceiling (River's snooze
@@ -46,7 +48,7 @@ func (w *worker) Work(ctx context.Context, rj *river.Job[runArgs]) error {
 	if q.jobs.propagator != nil && len(rj.Args.Trace) > 0 {
 		ctx = q.jobs.propagator.Extract(ctx, propagation.MapCarrier(rj.Args.Trace))
 	}
-	job := &engine.Job{ID: rj.ID, RunID: rj.Args.RunID, Org: org, Try: rj.Attempt, Handle: rj}
+	job := &engine.Job{ID: rj.ID, RunID: rj.Args.RunID, Org: org, Try: rj.Attempt, Handle: rj, Ready: readyAt(rj)}
 	err := q.engine.Drive(ctx, job)
 	if err == nil || rj.Attempt < rj.MaxAttempts || ctx.Err() != nil {
 		return err
@@ -78,4 +80,15 @@ func (w *worker) NextRetry(job *river.Job[runArgs]) time.Time {
 func jobRetryDelay(attempt int) time.Duration {
 	d := time.Second << min(max(attempt-1, 0), 6)
 	return min(d, time.Minute)
+}
+
+// readyAt is when job's work became ready. A job due at once carries a fair share tag as its
+// scheduled_at, not a time: it has been ready since it was inserted (also when River snoozed
+// it back to the queue). A job due at a time of its own, and a later try, have been ready
+// since their scheduled_at.
+func readyAt(j *river.Job[runArgs]) time.Time {
+	if j.Attempt == 1 && !j.Args.Due {
+		return j.CreatedAt
+	}
+	return j.ScheduledAt
 }

@@ -11,6 +11,9 @@ import (
 	"sync"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
 
 	"svc.dev/libs/wire"
 	"svc.dev/services/run-orchestrator/internal/app/port"
@@ -46,6 +49,7 @@ type StartRunsHandler struct {
 	catalog port.WorkflowCatalog
 	engine  port.Engine
 	cache   *SnapshotCache // nil: every batch reads the editor
+	started metric.Int64Counter
 }
 
 // NewStartRunsHandler returns the handler; both ports are required.
@@ -53,7 +57,44 @@ func NewStartRunsHandler(catalog port.WorkflowCatalog, engine port.Engine) Start
 	if catalog == nil || engine == nil {
 		panic("nil catalog or engine")
 	}
-	return StartRunsHandler{catalog: catalog, engine: engine}
+	return StartRunsHandler{catalog: catalog, engine: engine, started: startedCounter(noop.NewMeterProvider())}
+}
+
+// WithMeter returns the handler counting the runs it starts (svc_runs_started_total) on mp.
+func (h StartRunsHandler) WithMeter(mp metric.MeterProvider) StartRunsHandler {
+	h.started = startedCounter(mp)
+	return h
+}
+
+// The trigger kinds a run is started by: the internal RPC accepts no other, and a start with
+// no trigger is a manual one (normalTrigger).
+var triggerKinds = []string{"manual", "schedule", "webhook"} //nolint:gochecknoglobals // fixed label set
+
+// startedCounter is svc_runs_started_total on mp, every trigger kind's series present from
+// the start (at 0) so that a rate over it never begins with a missing series.
+func startedCounter(mp metric.MeterProvider) metric.Int64Counter {
+	c, err := mp.Meter("svc.dev/services/run-orchestrator").Int64Counter("svc_runs_started_total",
+		metric.WithDescription("Runs started and stored, by trigger kind (manual, schedule, webhook); a start answered with an earlier run of its idempotency key is not counted."),
+		metric.WithUnit("{run}"))
+	if err != nil {
+		panic(fmt.Sprintf("runs started counter: %v", err)) // only for an invalid name
+	}
+	for _, k := range triggerKinds {
+		c.Add(context.Background(), 0, metric.WithAttributes(attribute.String("trigger", k)))
+	}
+	return c
+}
+
+// triggerKind is the kind of the run's trigger object, one of triggerKinds ("manual" for one
+// that names none it knows: the label set stays fixed).
+func triggerKind(trigger json.RawMessage) string {
+	var t struct {
+		Kind string `json:"kind"`
+	}
+	if json.Unmarshal(trigger, &t) == nil && slices.Contains(triggerKinds, t.Kind) {
+		return t.Kind
+	}
+	return "manual"
 }
 
 // WithCache returns the handler reading workflows through cache (nil: none).
@@ -182,6 +223,11 @@ func (h StartRunsHandler) Handle(ctx context.Context, cmds []StartRun) ([]StartR
 	ids, err := h.engine.DispatchMany(ctx, runs, keys)
 	if err != nil {
 		return nil, dispatchError("the runs could not be stored; nothing was started", err)
+	}
+	for j, r := range runs {
+		if ids[j] == r.ID { // stored: not a key a concurrent start took first
+			h.started.Add(ctx, 1, metric.WithAttributes(attribute.String("trigger", triggerKind(r.Trigger))))
+		}
 	}
 	for i, j := range runOf {
 		if j < 0 {

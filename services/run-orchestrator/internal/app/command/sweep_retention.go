@@ -75,6 +75,9 @@ func NewSweepRetentionHandler(store port.RetentionStore, cfg SweepConfig) (Sweep
 	if err != nil {
 		return SweepRetentionHandler{}, err
 	}
+	// Listed from the start, before the first sweep.
+	deleted.Add(context.Background(), 0)
+	batches.Add(context.Background(), 0)
 	return SweepRetentionHandler{store: store, cfg: cfg, deleted: deleted, batches: batches, pause: sleep}, nil
 }
 

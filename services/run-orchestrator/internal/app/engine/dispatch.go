@@ -55,8 +55,10 @@ func (e *Engine) finishAtDispatch(ctx context.Context, nr run.NewRun) (*Ended, f
 	}
 	ctx, span := e.tracer.Start(ctx, "svc-runtime run at dispatch", trace.WithAttributes(attribute.String("run.id", r.ID)))
 	logs := &connectors.DeferredLogs{}
+	var calls []timed
 	done := func(committed bool) {
 		if committed {
+			e.metrics.took(calls...)
 			logs.Write()
 		} else {
 			logs.Drop()
@@ -68,7 +70,7 @@ func (e *Engine) finishAtDispatch(ctx context.Context, nr run.NewRun) (*Ended, f
 	apply := func(ev run.Event) (run.Outcome, error) { return e.interp.Apply(r, ev) }
 	o, err := apply(run.Advance{JobEvent: run.JobEvent{Try: 1}, Now: time.Now()})
 	if err == nil {
-		o, err = e.inlineChain(logs.Defer(ctx), job, o, apply)
+		o, err = e.inlineChain(logs.Defer(ctx), job, o, apply, &calls)
 	}
 	if err != nil || !r.Status.Terminal() || o.Start != nil || o.Retry != nil || o.NewJobs > 0 || o.CancelJobs ||
 		len(o.Armed) > 0 || o.Consume != nil {

@@ -38,7 +38,16 @@ func (e *Engine) Drive(ctx context.Context, job *Job) (err error) {
 
 // Fail fails the run of job with cause (its job failed its last try) and completes the job.
 func (e *Engine) Fail(ctx context.Context, job *Job, cause error) error {
-	return e.runs.FailJob(ctx, job, cause)
+	return e.failJob(ctx, job, cause)
+}
+
+// failJob is RunRepository.FailJob, with what it committed recorded.
+func (e *Engine) failJob(ctx context.Context, job *Job, cause error) error {
+	o, err := e.runs.FailJob(ctx, job, cause)
+	if err == nil {
+		e.metrics.committed(ctx, nil, &o)
+	}
+	return err
 }
 
 func (e *Engine) drive(ctx context.Context, job *Job) (err error) {
@@ -54,6 +63,7 @@ func (e *Engine) drive(ctx context.Context, job *Job) (err error) {
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer e.track(job, cancel)()
 	defer cancel(nil)
+	e.metrics.started(ctx, job.Ready)
 	o, err := e.apply(runCtx, job, func(*run.Run) run.Event {
 		return run.Advance{JobEvent: e.jobEvent(job), Now: time.Now()}
 	}, true)
@@ -61,11 +71,15 @@ func (e *Engine) drive(ctx context.Context, job *Job) (err error) {
 		// No such run: the job has nothing to drive.
 		return e.runs.CompleteJob(context.WithoutCancel(ctx), job)
 	}
+	// The job's wait was recorded as it began; each step after it the worker goes straight on
+	// to has been ready since the commit before it.
+	var ready time.Time
 	for err == nil && o.Start != nil {
-		o, err = e.execute(runCtx, job, *o.Start)
+		o, err = e.execute(runCtx, job, *o.Start, ready)
+		ready = time.Now()
 	}
 	if broken := (*BrokenRunError)(nil); errors.As(err, &broken) {
-		return e.runs.FailJob(context.WithoutCancel(ctx), job, broken.Err)
+		return e.failJob(context.WithoutCancel(ctx), job, broken.Err)
 	}
 	return err
 }
@@ -82,7 +96,9 @@ func (e *Engine) jobEvent(job *Job) run.JobEvent {
 // same transaction, up to MaxInline of them: the attempt's row is then written begun and
 // finished in one commit.
 func (e *Engine) apply(ctx context.Context, job *Job, ev func(*run.Run) run.Event, inline bool) (run.Outcome, error) {
-	return e.runs.Update(ctx, job.RunID, job, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+	var calls []timed // the inline attempts' calls, recorded once their results committed
+	o, err := e.update(ctx, job.RunID, job, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+		calls = calls[:0]
 		if err := tx.Broken(); err != nil {
 			return run.Outcome{}, &BrokenRunError{err}
 		}
@@ -92,16 +108,20 @@ func (e *Engine) apply(ctx context.Context, job *Job, ev func(*run.Run) run.Even
 		if err != nil || !inline {
 			return o, err
 		}
-		return e.inlineChain(ctx, job, o, apply)
+		return e.inlineChain(ctx, job, o, apply, &calls)
 	})
+	if err == nil {
+		e.metrics.took(calls...)
+	}
+	return o, err
 }
 
 // inlineChain goes on from outcome o while it starts an attempt that runs inline: it runs the
 // attempt (runInline) and applies its result with apply, up to MaxInline of them, and returns
-// the outcome of them all.
-func (e *Engine) inlineChain(ctx context.Context, job *Job, o run.Outcome, apply func(run.Event) (run.Outcome, error)) (run.Outcome, error) {
+// the outcome of them all. The calls whose results were applied are appended to calls.
+func (e *Engine) inlineChain(ctx context.Context, job *Job, o run.Outcome, apply func(run.Event) (run.Outcome, error), calls *[]timed) (run.Outcome, error) {
 	for n := 0; n < MaxInline && o.Fusable(); n++ {
-		next, ok := e.runInline(ctx, job, *o.Start)
+		next, ok := e.runInline(ctx, job, *o.Start, calls)
 		if !ok {
 			break
 		}
@@ -131,11 +151,13 @@ func (e *Engine) applyEvent(ctx context.Context, tx RunTx, r *run.Run, event run
 
 // execute runs one attempt and records its result, with the retries the connector's policy
 // allows, and returns the outcome that says what the worker does next (Start: the next
-// block's attempt).
-func (e *Engine) execute(ctx context.Context, job *Job, st run.StartAttempt) (run.Outcome, error) {
+// block's attempt). ready is when the attempt became ready (zero: its wait is recorded
+// already).
+func (e *Engine) execute(ctx context.Context, job *Job, st run.StartAttempt, ready time.Time) (run.Outcome, error) {
 	for {
+		e.metrics.started(ctx, ready)
 		st = e.prepare(ctx, st) // outside any transaction: the full expression budget
-		res, execErr := e.step(ctx, job.RunID, st)
+		res, call, execErr := e.step(ctx, job.RunID, st)
 		// The result is made here, outside the transaction: its output is encoded once, and
 		// its size known before the write.
 		ev := e.result(job, st, res, execErr)
@@ -145,6 +167,9 @@ func (e *Engine) execute(ctx context.Context, job *Job, st run.StartAttempt) (ru
 		done := e.heavyWrite(ctx, ev)
 		o, err := e.apply(ctx, job, func(*run.Run) run.Event { return restamped(ev) }, true)
 		done()
+		if err == nil {
+			e.metrics.took(call)
+		}
 		if err != nil || o.Retry == nil {
 			return o, err
 		}
@@ -170,7 +195,7 @@ func (e *Engine) execute(ctx context.Context, job *Job, st run.StartAttempt) (ru
 		if err != nil || o.Start == nil {
 			return o, err
 		}
-		st = *o.Start
+		st, ready = *o.Start, at
 	}
 }
 
@@ -261,28 +286,40 @@ func (e *Engine) heavyWrite(ctx context.Context, ev run.Event) (release func()) 
 	return release
 }
 
+// timed is a connector's call: its block type, how long it took, and the span it ran in (the
+// exemplar of its record). It is recorded once the attempt's result committed, so that a call
+// whose result is dropped (an inline failure, which runs again the usual way; a run at its
+// dispatch that goes to a job after all) is not counted with the one that counts.
+type timed struct {
+	typ  string
+	took time.Duration
+	span trace.SpanContext
+}
+
 // step runs attempt st's connector in a span of its own.
-func (e *Engine) step(ctx context.Context, runID string, st run.StartAttempt) (connectors.Result, error) {
+func (e *Engine) step(ctx context.Context, runID string, st run.StartAttempt) (connectors.Result, timed, error) {
 	sctx, span := e.tracer.Start(ctx, "step "+st.Block.Type, trace.WithAttributes(attribute.String("run.id", runID),
 		attribute.String("block.id", st.Block.ID), attribute.Int("attempt", st.Attempt), attribute.String("attempt.id", st.ID)))
 	defer span.End()
+	began := time.Now()
 	res, err := e.call(sctx, e.catalog[st.Block.Type], runID, st)
+	call := timed{typ: st.Block.Type, took: time.Since(began), span: span.SpanContext()}
 	if err != nil {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	return res, err
+	return res, call, err
 }
 
 // runInline runs, inside the step's transaction, an attempt of a connector whose only effect
 // is its result (connectors.Runtime.Inline): such a block is then begun and finished in one
 // commit. A failure is not joined: the attempt commits as
 // begun and runs again the usual way, under its connector's retry policy.
-func (e *Engine) runInline(ctx context.Context, job *Job, st run.StartAttempt) (run.Event, bool) {
+func (e *Engine) runInline(ctx context.Context, job *Job, st run.StartAttempt, calls *[]timed) (run.Event, bool) {
 	if !e.inline[st.Block.Type] || st.ParamErr != nil || st.Deferred {
 		return nil, false
 	}
-	res, err := e.step(ctx, job.RunID, st)
+	res, call, err := e.step(ctx, job.RunID, st)
 	if err != nil {
 		return nil, false
 	}
@@ -290,6 +327,7 @@ func (e *Engine) runInline(ctx context.Context, job *Job, st run.StartAttempt) (
 	if _, failed := ev.(run.Failed); failed {
 		return nil, false
 	}
+	*calls = append(*calls, call)
 	return ev, true
 }
 

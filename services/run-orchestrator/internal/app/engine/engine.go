@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 	"go.opentelemetry.io/otel/trace/noop"
 
@@ -31,6 +32,9 @@ type Job struct {
 	Try    int
 	Handle any
 	Cache  any
+	// Ready is when the job's work became ready to run (its due time, or its insertion for a
+	// job due at once); zero when unknown. The worker's start is measured from it.
+	Ready time.Time
 }
 
 // NewJob is a job to queue: one that continues run RunID of organization Org (the queue
@@ -75,8 +79,8 @@ type LostFunc func(r *run.Run, lost []run.LostAttempt, deadJobs []int64) (run.Ou
 type RunRepository interface {
 	Update(ctx context.Context, runID string, job *Job, fn UpdateFunc) (run.Outcome, error)
 	// FailJob fails the run of job with cause and completes the job, unless the job no longer
-	// holds the run or the run has already ended.
-	FailJob(ctx context.Context, job *Job, cause error) error
+	// holds the run or the run has already ended; it returns what it committed.
+	FailJob(ctx context.Context, job *Job, cause error) (run.Outcome, error)
 	// CompleteJob completes a job whose run is gone.
 	CompleteJob(ctx context.Context, job *Job) error
 	// DispatchMany stores new runs, their idempotency records (keys[i] for runs[i]; "" for
@@ -146,7 +150,9 @@ type Config struct {
 	ConnectorConfig connectors.Config
 	// Tracer traces the runs' steps (nil: not traced).
 	Tracer trace.TracerProvider
-	Log    *slog.Logger
+	// Meter records the engine's metrics (nil: not recorded; docs/METRICS.md).
+	Meter metric.MeterProvider
+	Log   *slog.Logger
 }
 
 // Engine drives runs.
@@ -161,6 +167,7 @@ type Engine struct {
 	catalog            map[string]connectors.Entry
 	params             *ParamsValidator
 	tracer             trace.Tracer
+	metrics            *metrics
 	log                *slog.Logger
 	// heavy holds a token per evaluation over the inline budget (prepare) and per write of a
 	// huge result (heavyWrite) in progress.
@@ -203,6 +210,13 @@ func New(cfg Config) (*Engine, error) {
 	if e.params, err = NewParamsValidator(cfg.Catalog); err != nil {
 		return nil, err
 	}
+	types := make([]string, 0, len(cfg.Catalog))
+	for _, entry := range cfg.Catalog {
+		types = append(types, entry.Type)
+	}
+	if e.metrics, err = newMetrics(cfg.Meter, types); err != nil {
+		return nil, err
+	}
 	return e, nil
 }
 
@@ -230,6 +244,19 @@ func (e *Engine) CancelLocal(runID string) {
 	for _, c := range e.running[runID] {
 		c(errors.New("run cancelled"))
 	}
+}
+
+// update is RunRepository.Update, with what the commit did recorded once it has committed.
+func (e *Engine) update(ctx context.Context, runID string, job *Job, fn UpdateFunc) (run.Outcome, error) {
+	var r *run.Run
+	o, err := e.runs.Update(ctx, runID, job, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+		r = tx.Run()
+		return fn(ctx, tx)
+	})
+	if err == nil {
+		e.metrics.committed(ctx, r, &o)
+	}
+	return o, err
 }
 
 // track registers the cancel of job's context while it drives its run; the returned func

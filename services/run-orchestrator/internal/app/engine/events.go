@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"time"
 
 	"svc.dev/libs/wire"
@@ -26,7 +27,11 @@ func (e *Engine) DispatchMany(ctx context.Context, runs []run.NewRun, keys []str
 	for i, done := range dones {
 		if done != nil {
 			// Not stored when its key was taken or the transaction failed.
-			done(err == nil && ids[i] == runs[i].ID)
+			stored := err == nil && ids[i] == runs[i].ID
+			done(stored)
+			if stored {
+				e.metrics.committed(ctx, ended[i].Run, &ended[i].Outcome)
+			}
 		}
 	}
 	return ids, err
@@ -49,7 +54,7 @@ func owned(tx RunTx, org string) error {
 // A signal no wait consumed says what the run waits for.
 func (e *Engine) Signal(ctx context.Context, org, runID, name string, payload json.RawMessage) (run.SignalResult, error) {
 	res := run.SignalResult{ID: wire.NewID(wire.Signal)}
-	o, err := e.runs.Update(ctx, runID, nil, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+	o, err := e.update(ctx, runID, nil, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
 		if err := owned(tx, org); err != nil {
 			return run.Outcome{}, err
 		}
@@ -81,7 +86,7 @@ func (e *Engine) Signal(ctx context.Context, org, runID, name string, payload js
 // Cancel marks the run cancelled, ends its waits, cancels its jobs and records the attempts in
 // flight cancelled, then cancels the context of a step of it this replica runs.
 func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, error) {
-	_, err := e.runs.Update(ctx, runID, nil, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+	_, err := e.update(ctx, runID, nil, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
 		if err := owned(tx, org); err != nil {
 			return run.Outcome{}, err
 		}
@@ -100,18 +105,28 @@ func (e *Engine) Cancel(ctx context.Context, org, runID string) (run.Status, err
 // Wake is a timer's end: a sleep is over, or a signal wait timed out. Every replica arms the
 // timers of every wait due soon; the first to lock the run releases the wait, the others find
 // it released.
+//
+// The wake that releases the wait records how late it came after the wait's due time
+// (svc_timer_lateness_seconds); the replicas that find it released record nothing.
 func (e *Engine) Wake(ctx context.Context, runID, blockID string) error {
-	_, err := e.runs.Update(ctx, runID, nil, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
+	var due time.Time
+	o, err := e.update(ctx, runID, nil, func(ctx context.Context, tx RunTx) (run.Outcome, error) {
 		if tx.Status().Terminal() {
 			return run.Outcome{}, nil
 		}
 		if broken := tx.Broken(); broken != nil {
 			return tx.Fail(ctx, broken, run.StatusFailed)
 		}
+		if bs, ok := tx.Run().State.Blocks[blockID]; ok && bs.Wait != nil {
+			due = bs.Wait.WakeAt
+		}
 		return e.interp.Apply(tx.Run(), run.TimerFired{Block: blockID, Now: time.Now()})
 	})
 	if errors.Is(err, run.ErrNotFound) {
 		return nil
+	}
+	if err == nil && !due.IsZero() && slices.Contains(o.Released, blockID) {
+		e.metrics.woke(ctx, time.Since(due))
 	}
 	return err
 }
@@ -120,7 +135,22 @@ func (e *Engine) Wake(ctx context.Context, runID, blockID string) error {
 // attempts in flight are lost, and a fresh job continues each run. It returns how many
 // attempts were lost. Every replica calls it; one sweeps at a time.
 func (e *Engine) Sweep(ctx context.Context, deadAfter time.Duration) (int, error) {
-	return e.runs.Sweep(ctx, deadAfter, func(r *run.Run, lost []run.LostAttempt, deadJobs []int64) (run.Outcome, error) {
-		return e.interp.Apply(r, run.AttemptsLost{Attempts: lost, DeadJobs: deadJobs, Now: time.Now()})
+	type swept struct {
+		r *run.Run
+		o run.Outcome
+	}
+	var done []swept
+	n, err := e.runs.Sweep(ctx, deadAfter, func(r *run.Run, lost []run.LostAttempt, deadJobs []int64) (run.Outcome, error) {
+		o, err := e.interp.Apply(r, run.AttemptsLost{Attempts: lost, DeadJobs: deadJobs, Now: time.Now()})
+		if err == nil {
+			done = append(done, swept{r, o})
+		}
+		return o, err
 	})
+	if err == nil { // one transaction: all of it committed
+		for i := range done {
+			e.metrics.committed(ctx, done[i].r, &done[i].o)
+		}
+	}
+	return n, err
 }

@@ -7,6 +7,10 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
 	"svc.dev/services/scheduler/internal/app/port"
 	"svc.dev/services/scheduler/internal/domain/schedule"
 )
@@ -25,6 +29,9 @@ type TickConfig struct {
 	CallBatch int
 	// Concurrency is how many Dispatcher calls one dispatch transaction has in flight.
 	Concurrency int
+	// Meter records svc_schedule_fires_total and svc_schedule_fire_lateness_seconds (nil:
+	// not recorded).
+	Meter metric.MeterProvider
 }
 
 // DefaultTickConfig is what the service runs with: 4 dispatch transactions of up to 400 fires,
@@ -52,6 +59,7 @@ type TickHandler struct {
 	cfg        TickConfig
 	now        func() time.Time
 	log        *slog.Logger
+	metrics    fireMetrics
 }
 
 // NewTickHandler returns the handler.
@@ -65,7 +73,7 @@ func NewTickHandler(queue schedule.FireQueue, dispatcher port.Dispatcher, cfg Ti
 	if cfg.CallBatch > MaxCallBatch {
 		panic(fmt.Sprintf("tick config: CallBatch is at most %d", MaxCallBatch))
 	}
-	return TickHandler{queue: queue, dispatcher: dispatcher, cfg: cfg, now: now, log: log}
+	return TickHandler{queue: queue, dispatcher: dispatcher, cfg: cfg, now: now, log: log, metrics: newFireMetrics(cfg.Meter)}
 }
 
 // Handle runs one tick. Every fire this tick claims is attempted once in it; a fire whose
@@ -119,6 +127,7 @@ func (h TickHandler) Handle(ctx context.Context) (TickResult, error) {
 			for {
 				n, err := h.queue.DispatchPending(ctx, now, h.cfg.DispatchBatch, func(ctx context.Context, fires []schedule.Fire) []schedule.Outcome {
 					out := h.dispatch(ctx, fires)
+					h.metrics.record(ctx, out, h.now())
 					mu.Lock()
 					for _, o := range out {
 						if o.Dispatched() {
@@ -198,4 +207,64 @@ func (h TickHandler) dispatch(ctx context.Context, fires []schedule.Fire) []sche
 	}
 	wg.Wait()
 	return out
+}
+
+// The outcomes of a fire's dispatch, as svc_schedule_fires_total counts them: its run started
+// (or found started by an earlier attempt), failed for good (the workflow is gone or refuses
+// the start), or left in the outbox for a later tick.
+const (
+	fireFired   = "fired"
+	fireFailed  = "failed"
+	fireRetried = "retried"
+)
+
+// fireMetrics are the tick's instruments.
+type fireMetrics struct {
+	fires    metric.Int64Counter
+	lateness metric.Float64Histogram
+}
+
+func newFireMetrics(mp metric.MeterProvider) fireMetrics {
+	if mp == nil {
+		mp = noop.NewMeterProvider()
+	}
+	m := mp.Meter("svc.dev/services/scheduler")
+	fires, err := m.Int64Counter("svc_schedule_fires_total",
+		metric.WithDescription("Schedule fires dispatched, by outcome: fired (the run started), failed (no run, for good: the workflow is gone or refused the start), retried (the orchestrator could not be reached; a later tick tries again)."),
+		metric.WithUnit("{fire}"))
+	if err != nil {
+		panic(fmt.Sprintf("fires counter: %v", err)) // only for an invalid name
+	}
+	lateness, err := m.Float64Histogram("svc_schedule_fire_lateness_seconds",
+		metric.WithDescription("How late a fire started its run: the dispatch's answer minus the fire's due time (the schedule's latest fire time at or before the tick; missed fires coalesce into it)."),
+		metric.WithUnit("s"),
+		metric.WithExplicitBucketBoundaries(0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300, 900, 3600))
+	if err != nil {
+		panic(fmt.Sprintf("fire lateness histogram: %v", err))
+	}
+	for _, o := range []string{fireFired, fireFailed, fireRetried} {
+		fires.Add(context.Background(), 0, metric.WithAttributes(attribute.String("outcome", o)))
+	}
+	return fireMetrics{fires: fires, lateness: lateness}
+}
+
+// record counts the outcomes of one dispatch, answered at now.
+func (m fireMetrics) record(ctx context.Context, out []schedule.Outcome, now time.Time) {
+	var fired, failed, retried int64
+	for _, o := range out {
+		switch {
+		case o.Dispatched():
+			fired++
+			m.lateness.Record(ctx, max(now.Sub(o.Fire.Cutoff), 0).Seconds())
+		case o.Retry():
+			retried++
+		default:
+			failed++
+		}
+	}
+	for outcome, n := range map[string]int64{fireFired: fired, fireFailed: failed, fireRetried: retried} {
+		if n > 0 {
+			m.fires.Add(ctx, n, metric.WithAttributes(attribute.String("outcome", outcome)))
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 
 	"github.com/gorilla/mux"
+	"go.opentelemetry.io/otel/metric"
 
 	"svc.dev/libs/web"
 	"svc.dev/services/webhook-ingress/internal/app"
@@ -19,11 +20,12 @@ const Prefix = "/api/webhooks"
 // NewRouter returns the router of webhook-ingress's public routes: every path under
 // /api/webhooks/ goes to the registry (an unmatched path answers 404 not_found, a path
 // registered for another method 405 method_not_allowed); other /api paths answer a JSON 404.
-func NewRouter(registry *route.Registry, application app.Application, log *slog.Logger) *mux.Router {
-	if registry == nil {
-		panic("nil registry")
+// Every delivery is counted on mp (svc_webhook_deliveries_total, deliveries.go).
+func NewRouter(registry *route.Registry, application app.Application, mp metric.MeterProvider, log *slog.Logger) *mux.Router {
+	if registry == nil || mp == nil {
+		panic("nil registry or meter provider")
 	}
-	h := handlers{registry: registry, app: application}
+	h := handlers{registry: registry, app: application, deliveries: newDeliveryCounter(mp)}
 	rs := web.Responder{Log: log, Map: toAppError}
 	r := web.NewRouter()
 	r.PathPrefix(Prefix + "/").Handler(rs.Wrap(h.deliverWebhook))

@@ -18,8 +18,9 @@ import (
 )
 
 type handlers struct {
-	registry *route.Registry
-	app      app.Application
+	registry   *route.Registry
+	app        app.Application
+	deliveries deliveryCounter
 }
 
 // deliveryResponse is the 202 body.
@@ -27,25 +28,32 @@ type deliveryResponse struct {
 	WorkflowRunID string `json:"workflowRunId"`
 }
 
+// deliverWebhook serves one delivery and counts how it ended (svc_webhook_deliveries_total).
 func (h handlers) deliverWebhook(w http.ResponseWriter, r *http.Request) error {
+	deduplicated, err := h.deliver(w, r)
+	h.deliveries.count(r.Context(), deduplicated, err)
+	return err
+}
+
+func (h handlers) deliver(w http.ResponseWriter, r *http.Request) (deduplicated bool, err error) {
 	rel := strings.TrimPrefix(r.URL.EscapedPath(), Prefix)
 	entry, params, outcome := h.registry.Match(r.Method, rel)
 	switch outcome {
 	case route.NoRoute:
-		return errs.New(errs.NotFound, nil).WithMessage("no webhook route has this path")
+		return false, errs.New(errs.NotFound, nil).WithMessage("no webhook route has this path")
 	case route.WrongMethod:
-		return errs.New(errs.MethodNotAllowed, nil).WithMessage("the webhook route at this path takes another method")
+		return false, errs.New(errs.MethodNotAllowed, nil).WithMessage("the webhook route at this path takes another method")
 	}
 	req, err := toRouteRequest(r, params)
 	if err != nil {
-		return err
+		return false, err
 	}
 	accepted, err := h.app.Commands.DeliverWebhook.Handle(r.Context(), command.DeliverWebhook{Entry: entry, Request: req, Path: r.URL.Path})
 	if err != nil {
-		return err
+		return false, err
 	}
 	web.WriteJSON(w, http.StatusAccepted, deliveryResponse{WorkflowRunID: accepted.RunID})
-	return nil
+	return accepted.Deduplicated, nil
 }
 
 // toRouteRequest reads the body once: raw for the signature, parsed only when the content type
