@@ -194,13 +194,22 @@ var listQueries = func() (q [2][2][2]string) { //nolint:gochecknoglobals // cons
 // database nor this process handles more than the budget and one run, however large the runs
 // and the limit. The walk's length tells whether runs follow the page. A list sends no
 // definition: it is not read.
+//
+// Each step finds the next id in a subquery of its own, which needs only the filter's index
+// (an index-only scan of (organization_id[, workflow_id | status], id)), and reads the run by
+// its key to size it. Asked for the id and the size at once, the planner may walk the primary
+// key backwards and filter on the organization instead (it expects a large organization's runs
+// to come up within a few rows), which reads every newer run of every other organization first
+// when that organization's runs are not the newest: 38,600 of them for a first page at 5.7
+// million runs (docs/QUERY_PLANS.md).
 func listQuery(runFilter, after string) string {
 	return `WITH RECURSIVE walk AS (
 	(SELECT r.id, 1 AS n, ` + runBytes + ` AS total FROM runs r
-		WHERE ` + runFilter + ` AND ` + after + ` ORDER BY r.id DESC LIMIT 1)
+		WHERE r.id = (SELECT r.id FROM runs r WHERE ` + runFilter + ` AND ` + after + ` ORDER BY r.id DESC LIMIT 1))
 	UNION ALL
 	SELECT nx.id, p.n + 1, p.total + nx.size FROM walk p CROSS JOIN LATERAL (
-		SELECT r.id, ` + runBytes + ` AS size FROM runs r WHERE ` + runFilter + ` AND r.id < p.id ORDER BY r.id DESC LIMIT 1) nx
+		SELECT r.id, ` + runBytes + ` AS size FROM runs r
+		WHERE r.id = (SELECT r.id FROM runs r WHERE ` + runFilter + ` AND r.id < p.id ORDER BY r.id DESC LIMIT 1)) nx
 	WHERE p.n <= $5 AND (p.n = 1 OR p.total <= $6)
 )
 SELECT r.id, r.organization_id, r.workflow_id, r.workflow_version, NULL::jsonb, r.status, r.input, r.output, r.error, r.trigger,
