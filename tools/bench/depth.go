@@ -166,6 +166,35 @@ func depthLoad(ctx context.Context, env Env, pool *pgxpool.Pool, d *depthState) 
 		return fmt.Errorf("load: vacuum: %w", err)
 	}
 	env.Log("  VACUUM ANALYZE took %s", time.Since(began).Round(time.Second))
+	return settleLoad(ctx, env, pool)
+}
+
+// settleLoad waits until a load has left the database: a checkpoint writes out what the load
+// dirtied (else the next one, minutes later, would write gigabytes during a measured phase),
+// and autovacuum's workers have finished (they pick the fresh tables up). A database that
+// refuses CHECKPOINT (not a superuser) is measured as it is.
+func settleLoad(ctx context.Context, env Env, pool *pgxpool.Pool) error {
+	began := time.Now()
+	if _, err := pool.Exec(ctx, `CHECKPOINT`); err != nil {
+		env.Log("  CHECKPOINT refused (%v): measuring without it", err)
+	}
+	quiet := 0
+	err := pollUntil(ctx, 15*time.Minute, func() (bool, error) {
+		var n int
+		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&n); err != nil {
+			return false, err
+		}
+		if n > 0 {
+			quiet = 0
+		} else {
+			quiet++
+		}
+		return quiet >= 6, nil // three seconds without a worker
+	})
+	if err != nil {
+		return fmt.Errorf("settle after the load: %w", err)
+	}
+	env.Log("  the checkpoint and autovacuum took %s", time.Since(began).Round(time.Second))
 	return nil
 }
 

@@ -60,6 +60,9 @@ func (s sweep) Run(ctx context.Context, env Env) ([]Result, error) {
 	if _, err := pool.Exec(ctx, `VACUUM ANALYZE orchestrator.runs, orchestrator.step_attempts, orchestrator.run_statuses, orchestrator.idempotency_keys`); err != nil {
 		return nil, fmt.Errorf("load: vacuum: %w", err)
 	}
+	if err := settleLoad(ctx, env, pool); err != nil {
+		return nil, err
+	}
 	start := depthStart(env, acct, d.wfSmall)
 	env.Log("  loaded: POST /run at %g/s", env.Rate)
 	phase, err := env.Generator.Run(ctx, env.phase(start))
