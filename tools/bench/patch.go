@@ -54,11 +54,7 @@ func batch100() []map[string]any {
 }
 
 func (p patch100Ops) Run(ctx context.Context, env Env) ([]Result, error) {
-	acct, err := signUp(ctx, env, p.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, p.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
@@ -149,11 +145,7 @@ func update1000(i int) []byte {
 }
 
 func (p patch1000Blocks) Run(ctx context.Context, env Env) ([]Result, error) {
-	acct, err := signUp(ctx, env, p.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, p.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}

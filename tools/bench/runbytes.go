@@ -75,11 +75,7 @@ func (s runBytesScenario) Run(ctx context.Context, env Env) ([]Result, error) {
 }
 
 func (s runBytesScenario) shape(ctx context.Context, env Env, db *pgx.Conn, sh runShape) (Result, error) {
-	acct, err := signUp(ctx, env, s.Name())
-	if err != nil {
-		return Result{}, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, s.Name())
 	if err != nil {
 		return Result{}, fmt.Errorf("setup: %w", err)
 	}

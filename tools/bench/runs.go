@@ -88,11 +88,7 @@ func runStarted(body []byte) error {
 }
 
 func (s runStart) Run(ctx context.Context, env Env) ([]Result, error) {
-	acct, err := signUp(ctx, env, s.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, s.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
@@ -184,11 +180,7 @@ func sequentialStats(lat []time.Duration, failures int, firstErr string, wall ti
 }
 
 func (c chain40) Run(ctx context.Context, env Env) ([]Result, error) {
-	acct, err := signUp(ctx, env, c.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	_, keyed, err := signUpKeyed(ctx, env, c.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}

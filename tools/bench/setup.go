@@ -37,6 +37,20 @@ func newClient(env Env, hc *http.Client) (*apiclient.Client, error) {
 	return c.WithAPIKeyHeader(), nil
 }
 
+// signUpKeyed signs up as signUp does and returns the account with a client acting with its
+// API key, what most scenarios start from.
+func signUpKeyed(ctx context.Context, env Env, scenario string) (account, *apiclient.Client, error) {
+	acct, err := signUp(ctx, env, scenario)
+	if err != nil {
+		return account{}, nil, err
+	}
+	keyed, err := keyedClient(env, acct, nil)
+	if err != nil {
+		return account{}, nil, err
+	}
+	return acct, keyed, nil
+}
+
 // keyedClient is newClient acting with acct's API key: its domain calls are made with an
 // empty key.
 func keyedClient(env Env, acct account, hc *http.Client) (*apiclient.Client, error) {

@@ -32,11 +32,7 @@ func (s sweep) Run(ctx context.Context, env Env) ([]Result, error) {
 		return nil, fmt.Errorf("setup: the system's database (-database-url): %w", err)
 	}
 	defer pool.Close()
-	acct, err := signUp(ctx, env, s.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, s.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}

@@ -49,11 +49,7 @@ type tickAnswer struct {
 }
 
 func (s scheduleTick) Run(ctx context.Context, env Env) ([]Result, error) {
-	acct, err := signUp(ctx, env, s.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, s.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}

@@ -63,11 +63,7 @@ func (s webhookDelivery) Run(ctx context.Context, env Env) ([]Result, error) {
 	if env.InternalSecret == "" {
 		return nil, errors.New("setup: the system's SVC_INTERNAL_SECRET is unknown (with -no-system, export it)")
 	}
-	acct, err := signUp(ctx, env, s.Name())
-	if err != nil {
-		return nil, fmt.Errorf("setup: %w", err)
-	}
-	keyed, err := keyedClient(env, acct, nil)
+	acct, keyed, err := signUpKeyed(ctx, env, s.Name())
 	if err != nil {
 		return nil, fmt.Errorf("setup: %w", err)
 	}
