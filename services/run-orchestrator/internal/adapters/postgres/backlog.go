@@ -35,13 +35,16 @@ const (
 // move to available River's scheduler has not made yet.
 const readyJobs = `state IN ('available', 'scheduled', 'retryable') AND queue = 'default' AND scheduled_at <= now()`
 
-// backlogQuery reads the backlog in one statement. A job due at once carries a fair share tag
-// as its scheduled_at (adapters/river), so it is ready since its insertion; any other job
-// since its scheduled_at.
+// backlogQuery reads the backlog in one statement. The head is the available jobs in River's
+// own fetch order (priority, scheduled_at, id: the order of its fetch index, so no sort),
+// which is the order workers take them in. A job due at once carries a fair share tag as its
+// scheduled_at (adapters/river), so it is ready since its insertion; any other job since its
+// scheduled_at.
 const backlogQuery = `WITH head AS (
 	SELECT args->>'run_id' AS run_id,
 	       CASE WHEN attempt = 0 AND NOT args ? 'due' THEN created_at ELSE scheduled_at END AS ready_at
-	FROM river_job WHERE ` + readyJobs + ` LIMIT $2)
+	FROM river_job WHERE state = 'available' AND queue = 'default' AND scheduled_at <= now()
+	ORDER BY priority, scheduled_at, id LIMIT $2)
 SELECT
 	(SELECT count(*) FROM (SELECT 1 FROM river_job WHERE ` + readyJobs + ` LIMIT $1) d),
 	(SELECT count(DISTINCT run_id) FROM head),
