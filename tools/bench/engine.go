@@ -412,10 +412,10 @@ type chainCase struct {
 }
 
 // runSequential dispatches c.warmup + c.runs runs of wf one after another, polling each every
-// chainPoll until completed, and returns chain-40's two rows: client-observed and the API's
+// env.ChainPoll until completed, and returns chain-40's two rows: client-observed and the API's
 // createdAt → finishedAt.
 func runSequential(ctx context.Context, env Env, keyed *apiclient.Client, wf string, c chainCase) ([]Result, error) {
-	env.Log("  %d runs one at a time (+%d warm-up), polling GET /api/runs/:id every %s", c.runs, c.warmup, chainPoll)
+	env.Log("  %d runs one at a time (+%d warm-up), polling GET /api/runs/:id every %s", c.runs, c.warmup, env.ChainPoll)
 	var client, server []time.Duration
 	failures, apiMissing := 0, 0
 	firstErr := ""
@@ -426,7 +426,7 @@ func runSequential(ctx context.Context, env Env, keyed *apiclient.Client, wf str
 			cpu = env.CPU.from(time.Now(), "run")
 		}
 		t0 := time.Now()
-		d, run, err := dispatchAndWait(ctx, keyed, wf)
+		d, run, err := dispatchAndWait(ctx, keyed, wf, env.ChainPoll)
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
@@ -573,7 +573,7 @@ func runHTTPChain(ctx context.Context, env Env, c chainCase, sleep time.Duration
 		return nil, err
 	}
 	// One run first, so a refused loopback call says why at once.
-	if _, run, err := dispatchAndWait(ctx, keyed, wf); err != nil {
+	if _, run, err := dispatchAndWait(ctx, keyed, wf, env.ChainPoll); err != nil {
 		return nil, fmt.Errorf("setup: probe run (the orchestrator must be allowed loopback: SVC_HTTP_ALLOW_PRIVATE=1): %w %s", err, clip(string(run.Error), 200))
 	}
 	env.Log("  server %s sleeps %s per request", srv.url, sleep)

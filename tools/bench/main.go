@@ -100,6 +100,7 @@ type config struct {
 	databaseURL string        // the system's database, for the scenarios that measure its tables
 	depthRuns   int           // -depth-runs: the finished runs the depth scenario loads
 	sweepRuns   int           // -sweep-runs: the expired runs the sweep scenario loads
+	chainPoll   time.Duration // -chain-poll: how often the sequential chains poll their run
 }
 
 // parseConfig reads the flags once. getwd finds the repository root.
@@ -123,12 +124,16 @@ func parseConfig(args []string, getwd func() (string, error)) (config, error) {
 	fs.StringVar(&cfg.databaseURL, "database-url", cmp.Or(os.Getenv("SVC_DATABASE_URL"), defaultDatabaseURL),
 		"the system's Postgres database (run-bytes and depth read the orchestrator's tables there; default $SVC_DATABASE_URL, else devstack's)")
 	fs.IntVar(&cfg.depthRuns, "depth-runs", 5_000_000, "finished runs the depth scenario loads between its empty and its loaded measurements")
+	fs.DurationVar(&cfg.chainPoll, "chain-poll", 2*time.Millisecond, "how often chain-40, chain-400, chain-40-10ms and chain-40-http poll GET /api/runs/:id of the run they wait for")
 	fs.IntVar(&cfg.sweepRuns, "sweep-runs", 1_000_000, "finished runs the sweep scenario loads for its organization, all past the period it then sets")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
+	}
+	if cfg.chainPoll <= 0 {
+		return config{}, fmt.Errorf("-chain-poll must be positive, got %s", cfg.chainPoll)
 	}
 	if cfg.duration <= 0 {
 		return config{}, fmt.Errorf("-duration must be positive, got %s", cfg.duration)
@@ -273,6 +278,7 @@ func run(ctx context.Context, cfg config, stdout, stderr io.Writer) (err error) 
 		DatabaseURL:    cfg.databaseURL,
 		DepthRuns:      cfg.depthRuns,
 		SweepRuns:      cfg.sweepRuns,
+		ChainPoll:      cfg.chainPoll,
 	}
 	var results []Result
 	var failures []error

@@ -27,9 +27,8 @@ const (
 	runStartTarget = 15 * time.Millisecond
 	chainTarget    = 100 * time.Millisecond
 	chainBlocks    = 40
-	chainRuns      = 30 // measured, one after another
-	chainWarmup    = 3  // runs before the measured ones, not recorded
-	chainPoll      = 2 * time.Millisecond
+	chainRuns      = 30               // measured, one after another
+	chainWarmup    = 3                // runs before the measured ones, not recorded
 	chainRunLimit  = 30 * time.Second // a run not completed by then is an error
 )
 
@@ -135,7 +134,7 @@ func runStartFinding(st Stats) string {
 // chain40 measures a linear workflow of 40 no-op blocks from dispatch to completed (target,
 // Windmill's shape: ≤ 100 ms). It is not open loop: one run at a time, chainWarmup runs not
 // recorded and then chainRuns recorded, each dispatched with POST /run and then polled with
-// GET /api/runs/:id every chainPoll until it is completed. Two rows: the client-observed time
+// GET /api/runs/:id every -chain-poll until it is completed. Two rows: the client-observed time
 // (from just before the POST to the answer of the poll that saw completed: it includes the
 // POST, up to one poll interval and the poll's own round trip) and the run's own
 // finishedAt − createdAt from the API, when those have sub-second precision. -duration and
@@ -196,11 +195,11 @@ func (c chain40) Run(ctx context.Context, env Env) ([]Result, error) {
 	return runSequential(ctx, env, keyed, id, chainCase{name: c.Name(), what: "40 no-op blocks", warmup: chainWarmup, runs: chainRuns, target: chainTarget})
 }
 
-// dispatchAndWait starts a run of workflow id and polls it every chainPoll until it is
+// dispatchAndWait starts a run of workflow id and polls it every poll until it is
 // completed: it returns the client-observed time from before the POST to the answer that said
 // completed, and the run as that answer had it. A run that fails, is cancelled or takes longer
 // than chainRunLimit is an error.
-func dispatchAndWait(ctx context.Context, keyed *apiclient.Client, id string) (time.Duration, runView, error) {
+func dispatchAndWait(ctx context.Context, keyed *apiclient.Client, id string, poll time.Duration) (time.Duration, runView, error) {
 	t0 := time.Now()
 	st, err := into[startAnswer](keyed.StartRun(ctx, "", id, apiclient.StartRunRequest{}))
 	if err != nil {
@@ -226,7 +225,7 @@ func dispatchAndWait(ctx context.Context, keyed *apiclient.Client, id string) (t
 		select {
 		case <-ctx.Done():
 			return 0, run, ctx.Err()
-		case <-time.After(chainPoll):
+		case <-time.After(poll):
 		}
 	}
 }

@@ -79,6 +79,9 @@ type Env struct {
 	DatabaseURL string
 	DepthRuns   int
 	SweepRuns   int
+	// ChainPoll is how often the sequential chains poll their run (-chain-poll): the client's
+	// time resolution, and load of its own on the machine the run shares.
+	ChainPoll time.Duration
 }
 
 // phase is the load of one measured phase at env's rate and durations.
