@@ -75,7 +75,7 @@ type Config struct {
 	// Retention is how long finished runs are kept (SVC_RUN_RETENTION, 720h; an organization
 	// may choose a shorter period). Every replica deletes the runs past it every SweepEvery
 	// (SVC_RETENTION_SWEEP_INTERVAL, 1m), at most SweepBatch runs a transaction
-	// (SVC_RETENTION_SWEEP_BATCH, 500) and SweepRate runs a second (SVC_RETENTION_SWEEP_RATE,
+	// (SVC_RETENTION_SWEEP_BATCH, 100) and SweepRate runs a second (SVC_RETENTION_SWEEP_RATE,
 	// 2500; 0, as in a Config built by hand, does not pause).
 	Retention, RetentionSweepEvery time.Duration
 	RetentionSweepBatch            int
@@ -105,7 +105,7 @@ func LoadConfig(lookup env.LookupFunc) (Config, error) {
 
 		Retention:           r.Duration("SVC_RUN_RETENTION", run.DefaultRetention),
 		RetentionSweepEvery: r.Duration("SVC_RETENTION_SWEEP_INTERVAL", time.Minute),
-		RetentionSweepBatch: r.Int("SVC_RETENTION_SWEEP_BATCH", 500, 1, 10000),
+		RetentionSweepBatch: r.Int("SVC_RETENTION_SWEEP_BATCH", 100, 1, 10000),
 		RetentionSweepRate:  r.Int("SVC_RETENTION_SWEEP_RATE", 2500, 0, 1000000),
 	}
 	cfg.Base = boot.ReadConfig(r, needs(cfg.SnapshotCacheTTL > 0))
@@ -162,7 +162,7 @@ func NewApplication(ctx context.Context, cfg Config, log *slog.Logger) (a *Appli
 	// for the retention sweep, which refuses zeros.
 	cfg.Retention = cmp.Or(cfg.Retention, run.DefaultRetention)
 	cfg.RetentionSweepEvery = cmp.Or(cfg.RetentionSweepEvery, time.Minute)
-	cfg.RetentionSweepBatch = cmp.Or(cfg.RetentionSweepBatch, 500)
+	cfg.RetentionSweepBatch = cmp.Or(cfg.RetentionSweepBatch, 100)
 	base, err := boot.Start(ctx, cfg.Base, boot.Spec{Name: Name, Schema: postgres.Schema, Migrations: migrations.FS, Needs: needs(cfg.SnapshotCacheTTL > 0),
 		// River's fetchers and workers and the API share the pool: pgx's default of 4
 		// connections made every dispatch queue behind running steps.
