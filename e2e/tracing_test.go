@@ -48,12 +48,16 @@ func TestRunStepsJoinTheDispatchTrace(t *testing.T) {
 		}
 		var spans []harness.Span
 		have := map[string]harness.Span{}
+		// Each process exports its spans on its own schedule: wait for the editor's too (its
+		// snapshot call), not only for the gateway's and the orchestrator's.
 		require.Eventually(t, func() bool {
 			spans, have = nil, map[string]harness.Span{}
+			editor := false
 			for _, s := range col.Spans() {
 				if s.TraceID == c.traceID {
 					spans = append(spans, s)
 					have[s.Service+"|"+s.Name] = s
+					editor = editor || s.Service == "workflow-editor"
 				}
 			}
 			for _, w := range want {
@@ -61,7 +65,7 @@ func TestRunStepsJoinTheDispatchTrace(t *testing.T) {
 					return false
 				}
 			}
-			return true
+			return editor
 		}, 20*time.Second, 50*time.Millisecond, "%s: spans of the trace: %v", c.name, names(spans))
 
 		byID := map[string]harness.Span{}
