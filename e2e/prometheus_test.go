@@ -26,7 +26,7 @@ import (
 // route, which the start SLO's recording rules select), every name of
 // deploy/prometheus/metrics.txt is scraped, the start SLO's rules evaluate to a 0 % error
 // ratio, and the engine's counters hold exactly the runs the test started and saw complete;
-// then, with the scheduler stopped, ServiceDown goes pending for the scheduler and for nothing
+// then, with the run-orchestrator stopped, ServiceDown goes pending for it and for nothing
 // else. Only the scrape and evaluation intervals are shortened (to 1 s): the rules themselves
 // are the shipped files, `for:` included, and pending is the state an alert takes at its first
 // true evaluation.
@@ -131,11 +131,12 @@ func TestPrometheusScrapesTheSystem(t *testing.T) {
 		})
 	}
 
-	// The scheduler stops: ServiceDown goes pending (or firing) for it, and for no other job.
-	sched := sys.Live(harness.Scheduler)
-	require.Len(t, sched, 1)
-	sched[0].Stop(t)
-	prom.waitFor(t, "ServiceDown pending for the scheduler", func() (bool, string) {
+	// The run-orchestrator stops: ServiceDown goes pending (or firing) for it, and for no other
+	// job.
+	orch := sys.Live(harness.Orchestrator)
+	require.Len(t, orch, 1)
+	orch[0].Stop(t)
+	prom.waitFor(t, "ServiceDown pending for the run-orchestrator", func() (bool, string) {
 		var body struct {
 			Data struct {
 				Alerts []struct {
@@ -150,7 +151,7 @@ func TestPrometheusScrapesTheSystem(t *testing.T) {
 			if a.Labels["alertname"] != "ServiceDown" {
 				continue
 			}
-			require.Equal(t, string(harness.Scheduler), a.Labels["job"], "ServiceDown for a service that runs: %s", raw)
+			require.Equal(t, string(harness.Orchestrator), a.Labels["job"], "ServiceDown for a service that runs: %s", raw)
 			require.Equal(t, "page", a.Labels["severity"], raw)
 			require.Contains(t, []string{"pending", "firing"}, a.State, raw)
 			found = true
