@@ -175,7 +175,7 @@ func settleLoad(ctx context.Context, env Env, pool *pgxpool.Pool) error {
 		env.Log("  CHECKPOINT refused (%v): measuring without it", err)
 	}
 	quiet := 0
-	err := pollUntil(ctx, 15*time.Minute, func() (bool, error) {
+	err := pollUntil(ctx, 500*time.Millisecond, 15*time.Minute, func() (bool, error) {
 		var n int
 		if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'`).Scan(&n); err != nil {
 			return false, err
@@ -373,7 +373,7 @@ func depthSweep(ctx context.Context, env Env, scenario string, pool *pgxpool.Poo
 	}
 	defer func() { _ = reset(context.WithoutCancel(ctx)) }()
 	// The sweeper looks at the setting on its next sweep: at most one interval (1 m by default).
-	if err := pollUntil(ctx, 3*time.Minute, func() (bool, error) {
+	if err := pollUntil(ctx, 500*time.Millisecond, 3*time.Minute, func() (bool, error) {
 		n, err := deleted()
 		return n > before, err
 	}); err != nil {
@@ -413,7 +413,7 @@ func depthSweep(ctx context.Context, env Env, scenario string, pool *pgxpool.Poo
 		return out, fmt.Errorf("sweep: reset the retention: %w", err)
 	}
 	last, _ := deleted()
-	if err := pollUntil(ctx, 3*time.Minute, func() (bool, error) {
+	if err := pollUntil(ctx, 500*time.Millisecond, 3*time.Minute, func() (bool, error) {
 		time.Sleep(2 * time.Second) // the statistics' own flush interval is a second
 		n, err := deleted()
 		still := n == last
@@ -428,25 +428,6 @@ func depthSweep(ctx context.Context, env Env, scenario string, pool *pgxpool.Poo
 		return out, err
 	}
 	return append(out, Result{Scenario: scenario, Phase: "loaded, after the sweep: POST /run (202)", Stats: st}), nil
-}
-
-// pollUntil calls done every 500 ms until it says so, fails, or limit passes.
-func pollUntil(ctx context.Context, limit time.Duration, done func() (bool, error)) error {
-	deadline := time.Now().Add(limit)
-	for {
-		ok, err := done()
-		if err != nil || ok {
-			return err
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("not within %s", limit)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(500 * time.Millisecond):
-		}
-	}
 }
 
 // sweepFindings puts the sweeping start phase beside the start phases without a sweep, before

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -154,23 +155,19 @@ func tableSizes(ctx context.Context, db *pgx.Conn) (map[string]int64, error) {
 // waitRunsOver waits until no run of org is queued, running or waiting, and returns how many
 // runs it has.
 func waitRunsOver(ctx context.Context, db *pgx.Conn, org string, limit time.Duration) (int, error) {
-	deadline := time.Now().Add(limit)
-	for {
-		var all, live int
+	var all, live int
+	err := pollUntil(ctx, 200*time.Millisecond, limit, func() (bool, error) {
 		if err := db.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE status IN ('queued', 'running', 'waiting'))
 			FROM orchestrator.runs WHERE organization_id = $1`, org).Scan(&all, &live); err != nil {
-			return 0, fmt.Errorf("count runs: %w", err)
+			return false, fmt.Errorf("count runs: %w", err)
 		}
-		if live == 0 {
-			return all, nil
-		}
-		if time.Now().After(deadline) {
-			return 0, fmt.Errorf("%d of %d runs still going after %s", live, all, limit)
-		}
-		select {
-		case <-ctx.Done():
-			return 0, ctx.Err()
-		case <-time.After(200 * time.Millisecond):
-		}
+		return live == 0, nil
+	})
+	switch {
+	case errors.Is(err, errNotWithin):
+		return 0, fmt.Errorf("%d of %d runs still going after %s", live, all, limit)
+	case err != nil:
+		return 0, err
 	}
+	return all, nil
 }

@@ -186,3 +186,25 @@ func clip(s string, n int) string {
 	}
 	return s[:n] + "…"
 }
+
+// errNotWithin is pollUntil's error when limit passed first.
+var errNotWithin = errors.New("not within the limit")
+
+// pollUntil calls done every every until it says so, fails, or limit passes (errNotWithin).
+func pollUntil(ctx context.Context, every, limit time.Duration, done func() (bool, error)) error {
+	deadline := time.Now().Add(limit)
+	for {
+		ok, err := done()
+		if err != nil || ok {
+			return err
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("%w (%s)", errNotWithin, limit)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(every):
+		}
+	}
+}

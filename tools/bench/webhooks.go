@@ -120,28 +120,21 @@ func (s webhookDelivery) Run(ctx context.Context, env Env) ([]Result, error) {
 
 // waitRunsDone polls the workflow's runs until none is queued or running.
 func waitRunsDone(ctx context.Context, keyed *apiclient.Client, wf string, within time.Duration) error {
-	deadline := time.Now().Add(within)
-	for {
+	err := pollUntil(ctx, 250*time.Millisecond, within, func() (bool, error) {
 		busy := 0
 		for _, status := range []string{"queued", "running"} {
 			page, err := keyed.ListRunsPage(ctx, "", wf, status, "", 1)
 			if err != nil {
-				return err
+				return false, err
 			}
 			busy += len(page.Items)
 		}
-		if busy == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("runs of %s still queued or running %s after the first phase", wf, within)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
+		return busy == 0, nil
+	})
+	if errors.Is(err, errNotWithin) {
+		return fmt.Errorf("runs of %s still queued or running %s after the first phase", wf, within)
 	}
+	return err
 }
 
 // webhookTarget signs each request anew: its own webhook-id (idOf(i)) and the current time.
