@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -30,11 +29,7 @@ import (
 // overlap.
 func TestConsoleEditor(t *testing.T) {
 	t.Parallel()
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		skipUnlessRequired(t, "chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
-	}
-	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
+	browser, modules := consoleBrowser(t)
 	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"path":"` + strings.ReplaceAll(r.URL.Path, `"`, "") + `","in_stock":true}`))

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"net/http"
-	"os/exec"
 	"regexp"
 	"testing"
 
@@ -23,11 +22,7 @@ import (
 // violation).
 func TestConsoleRetention(t *testing.T) {
 	t.Parallel()
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		skipUnlessRequired(t, "chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
-	}
-	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
+	browser, modules := consoleBrowser(t)
 	sys := harness.Start(t, harness.Options{TrustGateway: true, Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin}})
 
 	owner, member := signUp(t, sys, "retention-owner"), signUp(t, sys, "retention-member")

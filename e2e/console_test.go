@@ -63,11 +63,7 @@ const consoleDir = "console"
 // bounded (console.mjs). A page error fails the test.
 func TestConsole(t *testing.T) {
 	t.Parallel()
-	browser, err := exec.LookPath("chromium")
-	if err != nil {
-		skipUnlessRequired(t, "chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
-	}
-	modules := installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
+	browser, modules := consoleBrowser(t)
 	// testOrigin is trusted too, for signUp (the seeded organization's user); the rate limit is
 	// left at its default.
 	sys := harness.Start(t, harness.Options{TrustGateway: true, Env: map[string]string{"SVC_TRUSTED_ORIGINS": testOrigin}})
@@ -317,6 +313,18 @@ func startRunWithKey(ctx context.Context, base, key, workflow string, input any)
 		return fmt.Errorf("start run: %d %s", resp.StatusCode, strings.TrimSpace(string(raw)))
 	}
 	return nil
+}
+
+// consoleBrowser is what the console's browser tests drive: Debian's chromium (the test is
+// skipped without it, unless tools are required) and the directory playwright-core is
+// installed in.
+func consoleBrowser(t *testing.T) (browser, modules string) {
+	t.Helper()
+	browser, err := exec.LookPath("chromium")
+	if err != nil {
+		skipUnlessRequired(t, "chromium is not on PATH: install Debian's chromium (.ci/run does) to run the console's browser test")
+	}
+	return browser, installNodePackage(t, consoleDir, "console-playwright", "playwright-core")
 }
 
 // consoleShots is where a browser test's screenshots go: a temporary directory, so a test run

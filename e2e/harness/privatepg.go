@@ -143,6 +143,14 @@ func (p *Postgres) ctl(t testing.TB, action string) {
 // NewDatabase creates a database on the server and returns its URL.
 func (p *Postgres) NewDatabase(t testing.TB) string {
 	t.Helper()
+	name := testkit.Name("svc")
+	p.createDatabase(t, name)
+	return p.databaseURL(name)
+}
+
+// createDatabase creates database on the server.
+func (p *Postgres) createDatabase(t testing.TB, database string) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	c, err := pgx.Connect(ctx, p.URL)
@@ -150,13 +158,9 @@ func (p *Postgres) NewDatabase(t testing.TB) string {
 		t.Fatalf("harness: private Postgres: %v", err)
 	}
 	defer c.Close(ctx)
-	name := testkit.Name("svc")
-	if _, err := c.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{database}.Sanitize()); err != nil {
 		t.Fatalf("harness: create database: %v", err)
 	}
-	u, _ := url.Parse(p.URL)
-	u.Path = "/" + name
-	return u.String()
 }
 
 // PostgresTools checks that the named PostgreSQL programs (initdb, pg_dump, ...) are installed
@@ -190,16 +194,7 @@ func (p *Postgres) Dump(t testing.TB, database, file string) {
 // pg_restore in one transaction: all of it or, on the first error, none.
 func (p *Postgres) Restore(t testing.TB, database, file string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	c, err := pgx.Connect(ctx, p.URL)
-	if err != nil {
-		t.Fatalf("harness: private Postgres: %v", err)
-	}
-	defer c.Close(ctx)
-	if _, err := c.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{database}.Sanitize()); err != nil {
-		t.Fatalf("harness: create database: %v", err)
-	}
+	p.createDatabase(t, database)
 	p.client(t, "pg_restore", "--single-transaction", "--exit-on-error", "--no-owner", "--dbname="+p.databaseURL(database), file)
 }
 
